@@ -1,0 +1,175 @@
+"""The model's configuration in one frozen dataclass, and the named presets.
+
+Variants are derived with `dataclasses.replace`, as flax's WMT example does:
+`get_preset("transformer_base", source_vocabulary_size=32000)`.
+"""
+
+import dataclasses
+
+# Reserved token ids, shared by the tokenizers, the data pipeline, the model
+# (padding id 0 produces the Keras mask) and the decoding loops.
+PAD_ID = 0
+UNK_ID = 1
+START_ID = 2
+END_ID = 3
+RESERVED_TOKENS = ("[PAD]", "[UNK]", "[START]", "[END]")
+
+
+@dataclasses.dataclass(frozen=True)
+class TransformerConfig:
+    """Hyper-parameters of the encoder-decoder Transformer.
+
+    Args:
+        source_vocabulary_size: size of the encoder's token vocabulary.
+        target_vocabulary_size: size of the decoder's token vocabulary.
+        d_model: width of every sub-layer output (the paper's d_model).
+        num_heads: attention heads h; must divide `d_model`.
+        d_ff: inner width of the position-wise feed-forward network.
+        num_encoder_layers: N for the encoder stack.
+        num_decoder_layers: N for the decoder stack.
+        dropout: P_drop, applied to each sub-layer output and to the
+            embedding sums.
+        attention_dropout: dropout on the attention weights (0 in the paper).
+        max_source_length: longest encoder input, in tokens.
+        max_target_length: longest decoder input, in tokens.
+        norm_first: False is the paper's post-norm; True gives pre-norm with
+            a final LayerNorm after each stack, for deep stacks.
+        tie_embeddings: share the target embedding matrix with the pre-softmax
+            linear layer, as in section 3.4 of the paper.
+        activation: the feed-forward activation (the paper's ReLU).
+        layer_norm_epsilon: LayerNorm epsilon.
+    """
+
+    source_vocabulary_size: int
+    target_vocabulary_size: int
+    d_model: int = 512
+    num_heads: int = 8
+    d_ff: int = 2048
+    num_encoder_layers: int = 6
+    num_decoder_layers: int = 6
+    dropout: float = 0.1
+    attention_dropout: float = 0.0
+    max_source_length: int = 256
+    max_target_length: int = 256
+    norm_first: bool = False
+    tie_embeddings: bool = True
+    activation: str = "relu"
+    layer_norm_epsilon: float = 1e-5
+
+    def __post_init__(self):
+        for name in (
+            "source_vocabulary_size",
+            "target_vocabulary_size",
+            "d_model",
+            "num_heads",
+            "d_ff",
+            "num_encoder_layers",
+            "num_decoder_layers",
+            "max_source_length",
+            "max_target_length",
+        ):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(
+                    f"TransformerConfig.{name} must be a positive integer; "
+                    f"received {name}={value!r}"
+                )
+        if self.d_model % self.num_heads:
+            raise ValueError(
+                "num_heads must divide d_model; received "
+                f"d_model={self.d_model}, num_heads={self.num_heads}"
+            )
+        for name in ("dropout", "attention_dropout"):
+            value = getattr(self, name)
+            if not 0.0 <= value < 1.0:
+                raise ValueError(
+                    f"TransformerConfig.{name} must be in [0, 1); received {value!r}"
+                )
+
+    @property
+    def head_dim(self):
+        """d_k = d_v = d_model / h."""
+        return self.d_model // self.num_heads
+
+    def replace(self, **changes):
+        """A copy with some fields changed (validated again)."""
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self):
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, values):
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(values) - names)
+        if unknown:
+            raise ValueError(
+                f"Unknown TransformerConfig fields {unknown}; expected some of {sorted(names)}"
+            )
+        return cls(**values)
+
+
+PRESETS = {
+    # For tests: trains in seconds on a CPU.
+    "transformer_tiny": TransformerConfig(
+        source_vocabulary_size=64,
+        target_vocabulary_size=64,
+        d_model=32,
+        num_heads=4,
+        d_ff=64,
+        num_encoder_layers=2,
+        num_decoder_layers=2,
+        dropout=0.0,
+        max_source_length=64,
+        max_target_length=64,
+    ),
+    # For the CPU demo: minutes on 2 cores.
+    "transformer_small": TransformerConfig(
+        source_vocabulary_size=4000,
+        target_vocabulary_size=4000,
+        d_model=128,
+        num_heads=4,
+        d_ff=512,
+        num_encoder_layers=2,
+        num_decoder_layers=2,
+        dropout=0.1,
+        max_source_length=64,
+        max_target_length=64,
+    ),
+    # Table 3 of "Attention Is All You Need", base model.
+    "transformer_base": TransformerConfig(
+        source_vocabulary_size=37000,
+        target_vocabulary_size=37000,
+        d_model=512,
+        num_heads=8,
+        d_ff=2048,
+        num_encoder_layers=6,
+        num_decoder_layers=6,
+        dropout=0.1,
+    ),
+    # Table 3, big model.
+    "transformer_big": TransformerConfig(
+        source_vocabulary_size=37000,
+        target_vocabulary_size=37000,
+        d_model=1024,
+        num_heads=16,
+        d_ff=4096,
+        num_encoder_layers=6,
+        num_decoder_layers=6,
+        dropout=0.3,
+    ),
+}
+
+
+def get_preset(name, **overrides):
+    """Return the named preset, with any fields overridden.
+
+    Example:
+        >>> get_preset("transformer_tiny", d_model=64).d_model
+        64
+    """
+    if name not in PRESETS:
+        raise ValueError(
+            f"Unknown preset {name!r}; expected one of {sorted(PRESETS)}"
+        )
+    return PRESETS[name].replace(**overrides) if overrides else PRESETS[name]

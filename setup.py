@@ -1,0 +1,49 @@
+"""Install keras_tf: `pip install -e ".[test]"` (add `demo` for the demo corpus)."""
+
+import pathlib
+import re
+
+from setuptools import find_packages, setup
+
+HERE = pathlib.Path(__file__).parent
+VERSION = re.search(
+    r'__version__ = "([^"]+)"', (HERE / "keras_tf" / "version.py").read_text()
+).group(1)
+
+DEMO = [
+    # ~3,200 real English->French UI strings in gettext catalogs (BSD-3-Clause).
+    "jupyterlab-language-pack-fr-fr>=4.0",
+    "sacrebleu>=2.4",
+    "matplotlib>=3.7",
+]
+
+setup(
+    name="keras-tf",
+    version=VERSION,
+    description=(
+        "The original encoder-decoder Transformer as Keras 3 layers, trained with "
+        "model.fit under XLA and exported for TF Serving."
+    ),
+    long_description=(HERE / "README.md").read_text(encoding="utf-8"),
+    long_description_content_type="text/markdown",
+    license="Apache-2.0",
+    python_requires=">=3.10",
+    packages=find_packages(include=["keras_tf", "keras_tf.*"]),
+    install_requires=[
+        "tensorflow>=2.21,<2.22",
+        "tensorflow-text>=2.21,<2.22",
+        "keras>=3.15",
+        "keras-hub>=0.32",
+        "numpy",
+    ],
+    extras_require={
+        "demo": DEMO,
+        "test": DEMO
+        + [
+            "pytest>=8",
+            "pytest-xdist>=3",
+            "tensorflow-serving-api>=2.21,<2.22",
+        ],
+    },
+    entry_points={"console_scripts": ["keras-tf=keras_tf.cli.main:main"]},
+)
