@@ -1,0 +1,243 @@
+"""Multi-head attention (section 3.2 of "Attention Is All You Need")."""
+
+import math
+
+import keras
+from keras import ops
+
+from keras_tf.layers.validation import check_last_dim, clone_initializer
+
+
+@keras.saving.register_keras_serializable(package="keras_tf")
+class MultiHeadAttention(keras.layers.Layer):
+    """Multi-head scaled dot-product attention with an optional key/value cache.
+
+    The four steps of the paper: linear projections of queries, keys and
+    values; a split into `num_heads` heads of width d_k = d_model / h;
+    softmax(Q Kᵀ / √d_k + mask) · V per head; concatenation and an output
+    projection.
+
+    The softmax runs in float32 whatever the compute dtype, and masked scores
+    are replaced (not added to) by a large negative float32 number, so a fully
+    masked row gives uniform weights rather than NaN in float16 or bfloat16.
+
+    Incremental decoding uses a fixed-size cache `[batch, 2, max_length,
+    num_heads, head_dim]` holding keys (index 0) and values (index 1):
+    - with `cache` and `cache_index`, keys and values of the new tokens are
+      written into the cache at `cache_index` and attention runs over the
+      whole cache (the causal mask hides the unfilled part);
+    - with `cache` and no `cache_index`, the cache is used as is, which is
+      how cross-attention reuses keys and values computed once from the
+      encoder output.
+
+    Args:
+        num_heads: the number of heads h.
+        d_model: model width; `num_heads` must divide it.
+        dropout: dropout rate on the attention weights. Defaults to 0.
+        use_bias: whether the projections have biases. Defaults to True.
+        kernel_initializer: initializer of the projection kernels.
+        bias_initializer: initializer of the projection biases.
+
+    Example:
+        >>> import numpy as np
+        >>> mha = MultiHeadAttention(num_heads=2, d_model=8)
+        >>> x = np.random.rand(1, 5, 8).astype("float32")
+        >>> mha(x).shape
+        (1, 5, 8)
+
+    References:
+        Vaswani et al., 2017, section 3.2.2.
+    """
+
+    def __init__(
+        self,
+        num_heads,
+        d_model,
+        dropout=0.0,
+        use_bias=True,
+        kernel_initializer="glorot_uniform",
+        bias_initializer="zeros",
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        if d_model % num_heads:
+            raise ValueError(
+                "num_heads must divide d_model; received "
+                f"d_model={d_model}, num_heads={num_heads}"
+            )
+        self.num_heads = num_heads
+        self.d_model = d_model
+        self.head_dim = d_model // num_heads
+        self.dropout = dropout
+        self.use_bias = use_bias
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        self.bias_initializer = keras.initializers.get(bias_initializer)
+        self.supports_masking = True
+
+    def _dense(self, name):
+        return keras.layers.Dense(
+            self.d_model,
+            use_bias=self.use_bias,
+            kernel_initializer=clone_initializer(self.kernel_initializer),
+            bias_initializer=clone_initializer(self.bias_initializer),
+            dtype=self.dtype_policy,
+            name=name,
+        )
+
+    def build(self, query_shape, value_shape=None):
+        value_shape = query_shape if value_shape is None else value_shape
+        check_last_dim(self, "query", query_shape, self.d_model)
+        check_last_dim(self, "value", value_shape, self.d_model)
+        self.query_dense = self._dense("query")
+        self.query_dense.build(query_shape)
+        self.key_dense = self._dense("key")
+        self.key_dense.build(value_shape)
+        self.value_dense = self._dense("value")
+        self.value_dense.build(value_shape)
+        self.output_dense = self._dense("attention_output")
+        self.output_dense.build(tuple(query_shape[:-1]) + (self.d_model,))
+        self.dropout_layer = keras.layers.Dropout(
+            self.dropout, dtype=self.dtype_policy
+        )
+        self.built = True
+
+    def _split_heads(self, x):
+        # [batch, length, d_model] -> [batch, length, heads, head_dim]
+        shape = ops.shape(x)
+        return ops.reshape(x, (shape[0], shape[1], self.num_heads, self.head_dim))
+
+    def compute_key_value(self, value):
+        """Project `value` to keys and values: `[batch, 2, length, heads, head_dim]`."""
+        key = self._split_heads(self.key_dense(value))
+        value = self._split_heads(self.value_dense(value))
+        return ops.stack([key, value], axis=1)
+
+    def call(
+        self,
+        query,
+        value=None,
+        attention_mask=None,
+        cache=None,
+        cache_index=None,
+        return_attention_scores=False,
+        training=None,
+    ):
+        """Attend from `query` to `value` (self-attention when `value` is None).
+
+        Args:
+            query: `[batch, query_length, d_model]`.
+            value: `[batch, key_length, d_model]`, the source of keys and values.
+            attention_mask: boolean `[batch, query_length, key_length]` from
+                `compute_attention_mask`; True where attention is allowed.
+            cache: optional `[batch, 2, cache_length, heads, head_dim]`.
+            cache_index: where to write the new keys and values into `cache`.
+            return_attention_scores: also return the attention weights
+                `[batch, heads, query_length, key_length]`.
+            training: enables attention dropout.
+
+        Returns:
+            The output `[batch, query_length, d_model]`; then the updated cache
+            if `cache_index` was given; then the weights if requested.
+        """
+        value = query if value is None else value
+        # query: [batch, query_length, heads, head_dim]
+        query_heads = self._split_heads(self.query_dense(query))
+        if cache is not None and cache_index is None:
+            key_value = cache
+        else:
+            # key_value: [batch, 2, key_length, heads, head_dim]
+            key_value = self.compute_key_value(value)
+            if cache_index is not None:
+                if cache is None:
+                    raise ValueError(
+                        f"MultiHeadAttention '{self.name}' received cache_index="
+                        f"{cache_index} without a cache"
+                    )
+                start = [0, 0, cache_index, 0, 0]
+                cache = ops.slice_update(cache, start, ops.cast(key_value, cache.dtype))
+                key_value = cache
+        key_heads = key_value[:, 0]
+        value_heads = key_value[:, 1]
+
+        # scores: [batch, heads, query_length, key_length]
+        query_heads = query_heads * ops.cast(
+            1.0 / math.sqrt(self.head_dim), query_heads.dtype
+        )
+        scores = ops.einsum("bqhd,bkhd->bhqk", query_heads, key_heads)
+        weights = masked_softmax(scores, attention_mask)
+        weights = ops.cast(weights, self.compute_dtype)
+        dropped = self.dropout_layer(weights, training=training)
+        # context: [batch, query_length, heads, head_dim] -> concat heads
+        context = ops.einsum("bhqk,bkhd->bqhd", dropped, value_heads)
+        shape = ops.shape(context)
+        context = ops.reshape(context, (shape[0], shape[1], self.d_model))
+        output = self.output_dense(context)
+
+        outputs = (output,)
+        if cache_index is not None:
+            outputs += (cache,)
+        if return_attention_scores:
+            outputs += (weights,)
+        return outputs[0] if len(outputs) == 1 else outputs
+
+    def compute_output_spec(
+        self,
+        query,
+        value=None,
+        attention_mask=None,
+        cache=None,
+        cache_index=None,
+        return_attention_scores=False,
+        training=None,
+    ):
+        value = query if value is None else value
+        output = keras.KerasTensor(
+            tuple(query.shape[:-1]) + (self.d_model,), dtype=self.compute_dtype
+        )
+        outputs = (output,)
+        if cache is not None and cache_index is not None:
+            outputs += (keras.KerasTensor(cache.shape, dtype=cache.dtype),)
+        if return_attention_scores:
+            key_length = cache.shape[2] if cache is not None else value.shape[1]
+            outputs += (
+                keras.KerasTensor(
+                    (query.shape[0], self.num_heads, query.shape[1], key_length),
+                    dtype=self.compute_dtype,
+                ),
+            )
+        return outputs[0] if len(outputs) == 1 else outputs
+
+    def compute_output_shape(self, query_shape, value_shape=None):
+        return tuple(query_shape[:-1]) + (self.d_model,)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "num_heads": self.num_heads,
+                "d_model": self.d_model,
+                "dropout": self.dropout,
+                "use_bias": self.use_bias,
+                "kernel_initializer": keras.initializers.serialize(
+                    self.kernel_initializer
+                ),
+                "bias_initializer": keras.initializers.serialize(
+                    self.bias_initializer
+                ),
+            }
+        )
+        return config
+
+
+def masked_softmax(scores, attention_mask=None):
+    """Softmax over the last axis in float32, with masked scores replaced.
+
+    Replacing (rather than adding -inf) keeps a fully masked row finite: its
+    weights become uniform instead of NaN, in every dtype.
+    """
+    scores = ops.cast(scores, "float32")
+    if attention_mask is not None:
+        # [batch, query_length, key_length] -> [batch, 1, query_length, key_length]
+        mask = ops.expand_dims(ops.cast(attention_mask, "bool"), 1)
+        scores = ops.where(mask, scores, ops.full_like(scores, -1e9))
+    return ops.softmax(scores, axis=-1)

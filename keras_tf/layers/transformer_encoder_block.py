@@ -1,0 +1,192 @@
+"""One encoder layer (section 3.1): self-attention, then feed-forward."""
+
+import keras
+
+from keras_tf.layers.feed_forward import FeedForward
+from keras_tf.layers.masks import compute_attention_mask
+from keras_tf.layers.multi_head_attention import MultiHeadAttention
+from keras_tf.layers.validation import check_last_dim, clone_initializer
+
+
+@keras.saving.register_keras_serializable(package="keras_tf")
+class TransformerEncoderBlock(keras.layers.Layer):
+    """Self-attention → dropout → add → LayerNorm → feed-forward → dropout → add → LayerNorm.
+
+    That is the paper's post-norm layer, LayerNorm(x + Sublayer(x)).
+    `norm_first=True` gives the pre-norm variant x + Sublayer(LayerNorm(x)),
+    which trains more stably in deep stacks; the model then adds a final
+    LayerNorm after the stack.
+
+    Args:
+        d_model: model width.
+        num_heads: attention heads; must divide `d_model`.
+        d_ff: feed-forward inner width.
+        dropout: dropout on each sub-layer output. Defaults to 0.1.
+        attention_dropout: dropout on attention weights. Defaults to 0.
+        activation: feed-forward activation. Defaults to "relu".
+        norm_first: pre-norm instead of the paper's post-norm. Defaults to False.
+        layer_norm_epsilon: LayerNorm epsilon. Defaults to 1e-5.
+        kernel_initializer: initializer of all kernels.
+
+    Call arguments:
+        inputs: `[batch, length, d_model]`.
+        padding_mask: optional `[batch, length]`, True at real tokens. When
+            omitted, the Keras mask of `inputs` is used.
+        return_attention_scores: also return the self-attention weights.
+
+    Example:
+        >>> import numpy as np
+        >>> block = TransformerEncoderBlock(d_model=8, num_heads=2, d_ff=16)
+        >>> block(np.zeros((2, 5, 8), "float32")).shape
+        (2, 5, 8)
+    """
+
+    def __init__(
+        self,
+        d_model,
+        num_heads,
+        d_ff,
+        dropout=0.1,
+        attention_dropout=0.0,
+        activation="relu",
+        norm_first=False,
+        layer_norm_epsilon=1e-5,
+        kernel_initializer="glorot_uniform",
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        if d_model % num_heads:
+            raise ValueError(
+                "num_heads must divide d_model; received "
+                f"d_model={d_model}, num_heads={num_heads}"
+            )
+        self.d_model = d_model
+        self.num_heads = num_heads
+        self.d_ff = d_ff
+        self.dropout = dropout
+        self.attention_dropout = attention_dropout
+        self.activation = activation
+        self.norm_first = norm_first
+        self.layer_norm_epsilon = layer_norm_epsilon
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        self.supports_masking = True
+
+    def build(self, inputs_shape):
+        check_last_dim(self, "inputs", inputs_shape, self.d_model)
+        self.self_attention = MultiHeadAttention(
+            self.num_heads,
+            self.d_model,
+            dropout=self.attention_dropout,
+            kernel_initializer=clone_initializer(self.kernel_initializer),
+            dtype=self.dtype_policy,
+            name="self_attention",
+        )
+        self.self_attention.build(inputs_shape)
+        self.self_attention_dropout = keras.layers.Dropout(
+            self.dropout, dtype=self.dtype_policy, name="self_attention_dropout"
+        )
+        self.self_attention_norm = keras.layers.LayerNormalization(
+            epsilon=self.layer_norm_epsilon,
+            dtype=self.dtype_policy,
+            name="self_attention_norm",
+        )
+        self.self_attention_norm.build(inputs_shape)
+        self.feed_forward = FeedForward(
+            self.d_model,
+            self.d_ff,
+            activation=self.activation,
+            kernel_initializer=clone_initializer(self.kernel_initializer),
+            dtype=self.dtype_policy,
+            name="feed_forward",
+        )
+        self.feed_forward.build(inputs_shape)
+        self.feed_forward_dropout = keras.layers.Dropout(
+            self.dropout, dtype=self.dtype_policy, name="feed_forward_dropout"
+        )
+        self.feed_forward_norm = keras.layers.LayerNormalization(
+            epsilon=self.layer_norm_epsilon,
+            dtype=self.dtype_policy,
+            name="feed_forward_norm",
+        )
+        self.feed_forward_norm.build(inputs_shape)
+        self.built = True
+
+    def call(
+        self,
+        inputs,
+        padding_mask=None,
+        return_attention_scores=False,
+        training=None,
+        mask=None,
+    ):
+        padding_mask = mask if padding_mask is None else padding_mask
+        attention_mask = compute_attention_mask(
+            inputs, inputs, query_padding_mask=padding_mask, key_padding_mask=padding_mask
+        )
+
+        # Multi-head self-attention, residual, LayerNorm.
+        x = inputs
+        residual = x
+        if self.norm_first:
+            x = self.self_attention_norm(x)
+        x, weights = self.self_attention(
+            x,
+            attention_mask=attention_mask,
+            return_attention_scores=True,
+            training=training,
+        )
+        x = self.self_attention_dropout(x, training=training)
+        x = x + residual
+        if not self.norm_first:
+            x = self.self_attention_norm(x)
+
+        # Position-wise feed-forward, residual, LayerNorm.
+        residual = x
+        if self.norm_first:
+            x = self.feed_forward_norm(x)
+        x = self.feed_forward(x)
+        x = self.feed_forward_dropout(x, training=training)
+        x = x + residual
+        if not self.norm_first:
+            x = self.feed_forward_norm(x)
+
+        if return_attention_scores:
+            return x, weights
+        return x
+
+    def compute_mask(self, inputs, mask=None, **kwargs):
+        return mask
+
+    def compute_output_shape(self, inputs_shape):
+        return tuple(inputs_shape)
+
+    def compute_output_spec(
+        self, inputs, padding_mask=None, return_attention_scores=False, training=None, mask=None
+    ):
+        output = keras.KerasTensor(inputs.shape, dtype=self.compute_dtype)
+        if not return_attention_scores:
+            return output
+        length = inputs.shape[1]
+        weights = keras.KerasTensor(
+            (inputs.shape[0], self.num_heads, length, length), dtype=self.compute_dtype
+        )
+        return output, weights
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "d_model": self.d_model,
+                "num_heads": self.num_heads,
+                "d_ff": self.d_ff,
+                "dropout": self.dropout,
+                "attention_dropout": self.attention_dropout,
+                "activation": self.activation,
+                "norm_first": self.norm_first,
+                "layer_norm_epsilon": self.layer_norm_epsilon,
+                "kernel_initializer": keras.initializers.serialize(
+                    self.kernel_initializer
+                ),
+            }
+        )
+        return config

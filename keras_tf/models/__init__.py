@@ -1,0 +1,25 @@
+"""The functional seq2seq model, its configuration and presets."""
+
+from keras_tf.models.config import (
+    END_ID,
+    PAD_ID,
+    PRESETS,
+    RESERVED_TOKENS,
+    START_ID,
+    UNK_ID,
+    TransformerConfig,
+    get_preset,
+)
+from keras_tf.models.seq2seq_transformer import Seq2SeqTransformer
+
+__all__ = [
+    "END_ID",
+    "PAD_ID",
+    "PRESETS",
+    "RESERVED_TOKENS",
+    "START_ID",
+    "UNK_ID",
+    "Seq2SeqTransformer",
+    "TransformerConfig",
+    "get_preset",
+]

@@ -1,0 +1,330 @@
+"""The encoder-decoder Transformer as a functional Keras model."""
+
+import keras
+from keras import ops
+
+from keras_tf.layers import (
+    PositionalEmbedding,
+    TransformerDecoderBlock,
+    TransformerEncoderBlock,
+)
+from keras_tf.models.config import PAD_ID, TransformerConfig
+
+
+@keras.saving.register_keras_serializable(package="keras_tf")
+class Seq2SeqTransformer(keras.Model):
+    """The encoder-decoder Transformer of "Attention Is All You Need".
+
+    A functional model: `{"encoder_tokens", "decoder_tokens"}` (int32,
+    padding id 0) → logits over the target vocabulary (float32, softmax not
+    applied). The decoding sub-models `encoder`, `cross_attention_cache` and
+    `decoder_step` are functional models built from the *same layer objects*,
+    so there is one forward pass, whether training or decoding.
+
+    Args:
+        config: a `TransformerConfig`, or the dict from `config.to_dict()`.
+        dtype: optional dtype policy for all layers, e.g. "mixed_bfloat16".
+
+    Example:
+        >>> import numpy as np
+        >>> from keras_tf.models import Seq2SeqTransformer, get_preset
+        >>> model = Seq2SeqTransformer(get_preset("transformer_tiny"))
+        >>> batch = {"encoder_tokens": np.array([[5, 6, 7, 0]]),
+        ...          "decoder_tokens": np.array([[2, 7, 6]])}
+        >>> model(batch).shape
+        (1, 3, 64)
+    """
+
+    def __init__(self, config, dtype=None, **kwargs):
+        if isinstance(config, dict):
+            config = TransformerConfig.from_dict(config)
+        if not isinstance(config, TransformerConfig):
+            raise TypeError(
+                "Seq2SeqTransformer expects a TransformerConfig (see "
+                f"keras_tf.models.get_preset); received {type(config).__name__}"
+            )
+        c = config
+        block_kwargs = dict(
+            d_model=c.d_model,
+            num_heads=c.num_heads,
+            d_ff=c.d_ff,
+            dropout=c.dropout,
+            attention_dropout=c.attention_dropout,
+            activation=c.activation,
+            norm_first=c.norm_first,
+            layer_norm_epsilon=c.layer_norm_epsilon,
+            dtype=dtype,
+        )
+
+        # === Layers, in the order of the paper's figure 1 ===
+        self.config = c
+        self.source_embedding = PositionalEmbedding(
+            c.source_vocabulary_size, c.d_model, c.max_source_length,
+            dtype=dtype, name="source_embedding",
+        )
+        self.source_dropout = keras.layers.Dropout(c.dropout, dtype=dtype, name="source_dropout")
+        self.encoder_blocks = [
+            TransformerEncoderBlock(**block_kwargs, name=f"encoder_block_{i}")
+            for i in range(c.num_encoder_layers)
+        ]
+        self.target_embedding = PositionalEmbedding(
+            c.target_vocabulary_size, c.d_model, c.max_target_length,
+            dtype=dtype, name="target_embedding",
+        )
+        self.target_dropout = keras.layers.Dropout(c.dropout, dtype=dtype, name="target_dropout")
+        self.decoder_blocks = [
+            TransformerDecoderBlock(**block_kwargs, name=f"decoder_block_{i}")
+            for i in range(c.num_decoder_layers)
+        ]
+        # Pre-norm stacks end with a LayerNorm; post-norm blocks already do.
+        self.encoder_norm = self.decoder_norm = None
+        if c.norm_first:
+            self.encoder_norm = keras.layers.LayerNormalization(
+                epsilon=c.layer_norm_epsilon, dtype=dtype, name="encoder_norm"
+            )
+            self.decoder_norm = keras.layers.LayerNormalization(
+                epsilon=c.layer_norm_epsilon, dtype=dtype, name="decoder_norm"
+            )
+        self.output_projection = None
+        if not c.tie_embeddings:
+            self.output_projection = keras.layers.Dense(
+                c.target_vocabulary_size, dtype=dtype, name="output_projection"
+            )
+
+        # === Functional model ===
+        encoder_tokens = keras.Input((None,), dtype="int32", name="encoder_tokens")
+        decoder_tokens = keras.Input((None,), dtype="int32", name="decoder_tokens")
+        memory = self._encode(encoder_tokens)
+        logits = self._decode(decoder_tokens, encoder_tokens, memory=memory)
+        super().__init__(
+            inputs={"encoder_tokens": encoder_tokens, "decoder_tokens": decoder_tokens},
+            outputs=logits,
+            dtype=dtype,
+            **kwargs,
+        )
+        # Decoding sub-models, built on first use. Kept out of Keras tracking:
+        # they own no weights beyond this model's layers.
+        object.__setattr__(self, "_submodels", {})
+
+    # --- the forward pass, written once ---
+
+    def _encode(self, encoder_tokens):
+        # x: [batch, source_length, d_model]
+        padding_mask = ops.not_equal(encoder_tokens, PAD_ID)
+        x = self.source_embedding(encoder_tokens)
+        x = self.source_dropout(x)
+        for block in self.encoder_blocks:
+            x = block(x, padding_mask=padding_mask)
+        if self.encoder_norm is not None:
+            x = self.encoder_norm(x)
+        return x
+
+    def _decode(
+        self,
+        decoder_tokens,
+        encoder_tokens,
+        memory=None,
+        cross_attention_cache=None,
+        self_attention_cache=None,
+        cache_index=None,
+        return_attention_scores=False,
+    ):
+        memory_padding_mask = ops.not_equal(encoder_tokens, PAD_ID)
+        padding_mask = ops.not_equal(decoder_tokens, PAD_ID)
+        x = self.target_embedding(
+            decoder_tokens, start_index=0 if cache_index is None else cache_index
+        )
+        x = self.target_dropout(x)
+        new_caches, weights = [], []
+        returns_tuple = self_attention_cache is not None or return_attention_scores
+        for i, block in enumerate(self.decoder_blocks):
+            # Training calls the block itself; the decoding and probing
+            # sub-models call it through a wrapper (see `_BlockCall`).
+            block_kwargs = dict(
+                memory=memory,
+                padding_mask=padding_mask,
+                memory_padding_mask=memory_padding_mask,
+                self_attention_cache=(
+                    None if self_attention_cache is None else self_attention_cache[:, i]
+                ),
+                cache_index=cache_index,
+                cross_attention_cache=(
+                    None if cross_attention_cache is None else cross_attention_cache[:, i]
+                ),
+            )
+            block_kwargs = {k: v for k, v in block_kwargs.items() if v is not None}
+            if returns_tuple:
+                call = _BlockCall(block, return_attention_scores=return_attention_scores)
+            else:
+                call = block
+            outputs = call(x, **block_kwargs)
+            if not isinstance(outputs, tuple):
+                outputs = (outputs,)
+            x = outputs[0]
+            if self_attention_cache is not None:
+                new_caches.append(outputs[1])
+            if return_attention_scores:
+                weights.append(outputs[-1])
+        if self.decoder_norm is not None:
+            x = self.decoder_norm(x)
+        # Linear layer over the vocabulary (softmax is applied by the loss or
+        # the decoding loop). logits: [batch, target_length, vocabulary], float32.
+        if self.output_projection is None:
+            logits = self.target_embedding(x, reverse=True)
+        else:
+            logits = ops.cast(self.output_projection(x), "float32")
+        outputs = (logits,)
+        if self_attention_cache is not None:
+            outputs += (ops.stack(new_caches, axis=1),)
+        if return_attention_scores:
+            outputs += (ops.stack(weights, axis=1),)
+        return outputs[0] if len(outputs) == 1 else outputs
+
+    # --- decoding sub-models, built from the same layers ---
+
+    def _cache_input(self, name):
+        c = self.config
+        # [batch, layers, 2 (keys, values), length, heads, head_dim]
+        return keras.Input(
+            (c.num_decoder_layers, 2, None, c.num_heads, c.head_dim),
+            dtype=self.compute_dtype,
+            name=name,
+        )
+
+    @property
+    def encoder(self):
+        """Functional model: encoder_tokens `[batch, S]` → memory `[batch, S, d_model]`."""
+        if "encoder" not in self._submodels:
+            tokens = keras.Input((None,), dtype="int32", name="encoder_tokens")
+            self._submodels["encoder"] = keras.Model(
+                tokens, self._encode(tokens), name="encoder"
+            )
+        return self._submodels["encoder"]
+
+    @property
+    def cross_attention_cache(self):
+        """Functional model: memory → keys and values of every decoder block's cross-attention.
+
+        Output: `[batch, num_decoder_layers, 2, S, heads, head_dim]`, computed
+        once per source batch.
+        """
+        if "cross_attention_cache" not in self._submodels:
+            memory = keras.Input((None, self.config.d_model), name="memory")
+            cache = ops.stack(
+                [
+                    _BlockCall(block, "compute_cross_attention_cache")(memory)
+                    for block in self.decoder_blocks
+                ],
+                axis=1,
+            )
+            self._submodels["cross_attention_cache"] = keras.Model(
+                memory, cache, name="cross_attention_cache"
+            )
+        return self._submodels["cross_attention_cache"]
+
+    @property
+    def decoder_step(self):
+        """Functional model for one cached decoding step.
+
+        Inputs (a dict):
+            decoder_tokens: int32 `[batch, T]`, the new tokens (T = 1 when decoding).
+            encoder_tokens: int32 `[batch, S]`, for the source padding mask.
+            cross_attention_cache: from `cross_attention_cache`.
+            self_attention_cache: `[batch, layers, 2, max_length, heads, head_dim]`.
+            cache_index: int32 scalar, position of the first new token.
+
+        Outputs: logits `[batch, T, vocabulary]` and the updated self-attention cache.
+        """
+        if "decoder_step" not in self._submodels:
+            inputs = {
+                "decoder_tokens": keras.Input((None,), dtype="int32", name="decoder_tokens"),
+                "encoder_tokens": keras.Input((None,), dtype="int32", name="encoder_tokens"),
+                "cross_attention_cache": self._cache_input("cross_attention_cache"),
+                "self_attention_cache": self._cache_input("self_attention_cache"),
+                "cache_index": keras.Input(batch_shape=(), dtype="int32", name="cache_index"),
+            }
+            logits, cache = self._decode(
+                inputs["decoder_tokens"],
+                inputs["encoder_tokens"],
+                cross_attention_cache=inputs["cross_attention_cache"],
+                self_attention_cache=inputs["self_attention_cache"],
+                cache_index=inputs["cache_index"],
+            )
+            self._submodels["decoder_step"] = keras.Model(
+                inputs, [logits, cache], name="decoder_step"
+            )
+        return self._submodels["decoder_step"]
+
+    @property
+    def attention_probe(self):
+        """Functional model: the training inputs → (logits, cross-attention weights).
+
+        Weights: `[batch, num_decoder_layers, heads, T, S]`, for attention maps.
+        """
+        if "attention_probe" not in self._submodels:
+            encoder_tokens = keras.Input((None,), dtype="int32", name="encoder_tokens")
+            decoder_tokens = keras.Input((None,), dtype="int32", name="decoder_tokens")
+            logits, weights = self._decode(
+                decoder_tokens,
+                encoder_tokens,
+                memory=self._encode(encoder_tokens),
+                return_attention_scores=True,
+            )
+            self._submodels["attention_probe"] = keras.Model(
+                {"encoder_tokens": encoder_tokens, "decoder_tokens": decoder_tokens},
+                [logits, weights],
+                name="attention_probe",
+            )
+        return self._submodels["attention_probe"]
+
+    def init_self_attention_cache(self, batch_size, max_length):
+        """Zeros `[batch, layers, 2, max_length, heads, head_dim]` for `decoder_step`."""
+        c = self.config
+        return ops.zeros(
+            (batch_size, c.num_decoder_layers, 2, max_length, c.num_heads, c.head_dim),
+            dtype=self.compute_dtype,
+        )
+
+    def get_config(self):
+        return {
+            "config": self.config.to_dict(),
+            "name": self.name,
+            "trainable": self.trainable,
+            "dtype": keras.dtype_policies.serialize(self.dtype_policy),
+        }
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        if "dtype" in config and isinstance(config["dtype"], dict):
+            config["dtype"] = keras.dtype_policies.deserialize(config["dtype"])
+        return cls(**config)
+
+
+
+
+class _BlockCall(keras.layers.Layer):
+    """Calls one method of a block as a single, uniquely named graph node.
+
+    Two Keras limits make this necessary for the decoding sub-models: node
+    names must be unique (every block's projections are called "key",
+    "value", ...), and a layer called in several graphs must return the same
+    output structure each time (the decoder block returns one tensor in
+    training and `(outputs, cache)` while decoding). The wrapper owns no new
+    weights: it tracks the block and runs the block's own code.
+    """
+
+    def __init__(self, block, method="call", **options):
+        super().__init__(name=f"{block.name}_{method}", dtype=block.dtype_policy)
+        self.block = block
+        self.method = method
+        self.options = options  # non-tensor keyword arguments
+        self.supports_masking = True
+
+    def call(self, *args, **tensors):
+        if self.method == "call":
+            return self.block(*args, **tensors, **self.options)
+        return getattr(self.block, self.method)(*args, **tensors, **self.options)
+
+    def compute_mask(self, *args, **kwargs):
+        return None
