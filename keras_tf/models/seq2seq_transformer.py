@@ -106,6 +106,11 @@ class Seq2SeqTransformer(keras.Model):
         # they own no weights beyond this model's layers.
         object.__setattr__(self, "_submodels", {})
 
+    def call(self, inputs, training=None, mask=None):
+        # The functional graph would silently cast float ids to int32.
+        _check_inputs(inputs, self.config)
+        return super().call(inputs, training=training, mask=mask)
+
     # --- the forward pass, written once ---
 
     def _encode(self, encoder_tokens):
@@ -301,6 +306,39 @@ class Seq2SeqTransformer(keras.Model):
         return cls(**config)
 
 
+
+
+def _check_inputs(inputs, config):
+    expected = ("encoder_tokens", "decoder_tokens")
+    if not isinstance(inputs, dict) or set(inputs) != set(expected):
+        keys = sorted(inputs) if isinstance(inputs, dict) else type(inputs).__name__
+        raise ValueError(
+            f"Seq2SeqTransformer expects a dict with keys {list(expected)}; received {keys}"
+        )
+    limits = {
+        "encoder_tokens": config.max_source_length,
+        "decoder_tokens": config.max_target_length,
+    }
+    for key in expected:
+        tokens = inputs[key]
+        dtype = keras.backend.standardize_dtype(tokens.dtype)
+        if "int" not in dtype:
+            raise TypeError(
+                f"Seq2SeqTransformer expects integer token ids in '{key}'; received "
+                f"dtype {dtype}. Cast the ids with ops.cast(tokens, 'int32')."
+            )
+        if len(tokens.shape) != 2:
+            raise ValueError(
+                f"Seq2SeqTransformer expects '{key}' of rank 2 [batch, length]; "
+                f"received shape {tuple(tokens.shape)}"
+            )
+        length = tokens.shape[1]
+        if length is not None and length > limits[key]:
+            raise ValueError(
+                f"Seq2SeqTransformer: '{key}' has length {length}, longer than "
+                f"max_length={limits[key]}. Truncate the input or build the model "
+                "with a larger max length."
+            )
 
 
 class _BlockCall(keras.layers.Layer):

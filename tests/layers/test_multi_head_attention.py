@@ -1,0 +1,142 @@
+import keras
+import numpy as np
+import pytest
+
+from keras_tf.layers import MultiHeadAttention, compute_attention_mask
+from tests.helpers import run_layer_checks, to_numpy
+
+D_MODEL, HEADS = 16, 4
+
+
+def copy_to_keras_mha(ours):
+    """A keras.layers.MultiHeadAttention holding `ours`'s weights."""
+    head_dim = D_MODEL // HEADS
+    theirs = keras.layers.MultiHeadAttention(HEADS, key_dim=head_dim)
+    x = np.zeros((1, 2, D_MODEL), "float32")
+    theirs(x, x)
+    for mine, other in [
+        (ours.query_dense, theirs._query_dense),
+        (ours.key_dense, theirs._key_dense),
+        (ours.value_dense, theirs._value_dense),
+    ]:
+        kernel, bias = mine.get_weights()
+        other.set_weights(
+            [kernel.reshape(D_MODEL, HEADS, head_dim), bias.reshape(HEADS, head_dim)]
+        )
+    kernel, bias = ours.output_dense.get_weights()
+    theirs._output_dense.set_weights([kernel.reshape(HEADS, head_dim, D_MODEL), bias])
+    return theirs
+
+
+@pytest.fixture
+def pair():
+    ours = MultiHeadAttention(HEADS, D_MODEL)
+    x = np.random.rand(2, 5, D_MODEL).astype("float32")
+    ours(x)
+    return ours, copy_to_keras_mha(ours)
+
+
+def test_matches_keras_self_attention(pair):
+    ours, theirs = pair
+    x = np.random.rand(2, 5, D_MODEL).astype("float32")
+    np.testing.assert_allclose(to_numpy(ours(x)), to_numpy(theirs(x, x)), atol=1e-5)
+
+
+def test_matches_keras_with_causal_mask(pair):
+    ours, theirs = pair
+    x = np.random.rand(2, 5, D_MODEL).astype("float32")
+    mask = compute_attention_mask(x, x, causal=True)
+    np.testing.assert_allclose(
+        to_numpy(ours(x, attention_mask=mask)),
+        to_numpy(theirs(x, x, use_causal_mask=True)),
+        atol=1e-5,
+    )
+
+
+def test_matches_keras_cross_attention_with_padding_masks(pair):
+    ours, theirs = pair
+    query = np.random.rand(2, 4, D_MODEL).astype("float32")
+    value = np.random.rand(2, 6, D_MODEL).astype("float32")
+    query_mask = np.array([[1, 1, 1, 0], [1, 1, 0, 0]], bool)
+    value_mask = np.array([[1, 1, 1, 1, 1, 0], [1, 1, 1, 0, 0, 0]], bool)
+    mask = compute_attention_mask(query, value, query_mask, value_mask)
+    expected = to_numpy(theirs(query, value, query_mask=query_mask, value_mask=value_mask))
+    got = to_numpy(ours(query, value, attention_mask=mask))
+    # Compare real query positions only; padded ones are unused downstream.
+    np.testing.assert_allclose(got[query_mask], expected[query_mask], atol=1e-5)
+
+
+def test_causal_outputs_do_not_see_the_future():
+    layer = MultiHeadAttention(HEADS, D_MODEL)
+    x = np.random.rand(1, 6, D_MODEL).astype("float32")
+    changed = x.copy()
+    changed[:, 4:] = np.random.rand(1, 2, D_MODEL)
+    mask = compute_attention_mask(x, x, causal=True)
+    a, b = to_numpy(layer(x, attention_mask=mask)), to_numpy(layer(changed, attention_mask=mask))
+    np.testing.assert_allclose(a[:, :4], b[:, :4], atol=1e-6)
+    assert not np.allclose(a[:, 4:], b[:, 4:])
+
+
+def test_padded_keys_do_not_change_real_outputs():
+    layer = MultiHeadAttention(HEADS, D_MODEL)
+    x = np.random.rand(1, 6, D_MODEL).astype("float32")
+    changed = x.copy()
+    changed[:, 4:] = 100 * np.random.rand(1, 2, D_MODEL)
+    padding = np.array([[1, 1, 1, 1, 0, 0]], bool)
+    mask = compute_attention_mask(x, x, padding, padding)
+    a, b = to_numpy(layer(x, attention_mask=mask)), to_numpy(layer(changed, attention_mask=mask))
+    np.testing.assert_allclose(a[:, :4], b[:, :4], atol=1e-5)
+
+
+@pytest.mark.parametrize("policy", ["float16", "bfloat16"])
+def test_fully_masked_row_gives_no_nan_in_low_precision(policy):
+    layer = MultiHeadAttention(HEADS, D_MODEL, dtype=policy)
+    x = np.random.rand(1, 3, D_MODEL).astype(policy)
+    mask = np.zeros((1, 3, 3), bool)  # nothing may be attended
+    out, weights = layer(x, attention_mask=mask, return_attention_scores=True)
+    assert keras.backend.standardize_dtype(out.dtype) == policy
+    assert np.all(np.isfinite(to_numpy(keras.ops.cast(out, "float32"))))
+    np.testing.assert_allclose(to_numpy(keras.ops.cast(weights, "float32")), 1 / 3, atol=1e-2)
+
+
+def test_attention_weights_are_returned_and_sum_to_one():
+    layer = MultiHeadAttention(HEADS, D_MODEL)
+    x = np.random.rand(2, 5, D_MODEL).astype("float32")
+    mask = compute_attention_mask(x, x, causal=True)
+    _, weights = layer(x, attention_mask=mask, return_attention_scores=True)
+    weights = to_numpy(weights)
+    assert weights.shape == (2, HEADS, 5, 5)
+    np.testing.assert_allclose(weights.sum(-1), 1.0, atol=1e-5)
+    assert np.all(np.triu(weights[0, 0], k=1) == 0)
+
+
+def test_cache_gives_the_same_outputs_as_the_full_sequence():
+    layer = MultiHeadAttention(HEADS, D_MODEL)
+    x = np.random.rand(2, 5, D_MODEL).astype("float32")
+    full = to_numpy(layer(x, attention_mask=compute_attention_mask(x, x, causal=True)))
+    cache = keras.ops.zeros((2, 2, 5, HEADS, D_MODEL // HEADS))
+    for t in range(5):
+        step = x[:, t : t + 1]
+        mask = compute_attention_mask(step, cache[:, 0], causal=True, cache_index=t)
+        out, cache = layer(step, attention_mask=mask, cache=cache, cache_index=t)
+        np.testing.assert_allclose(to_numpy(out)[:, 0], full[:, t], atol=1e-5)
+
+
+def test_num_heads_must_divide_d_model():
+    with pytest.raises(ValueError, match="received d_model=500, num_heads=8"):
+        MultiHeadAttention(8, 500)
+
+
+def test_wrong_width_raises():
+    layer = MultiHeadAttention(HEADS, D_MODEL)
+    with pytest.raises(ValueError, match=r"d_model=16; received shape \(1, 3, 8\)"):
+        layer(np.zeros((1, 3, 8), "float32"))
+
+
+def test_layer_checks(tmp_path):
+    run_layer_checks(
+        MultiHeadAttention,
+        dict(num_heads=2, d_model=8, dropout=0.1),
+        np.random.rand(2, 4, 8).astype("float32"),
+        tmp_path=tmp_path,
+    )

@@ -1,0 +1,179 @@
+"""Encoder and decoder blocks: parity with keras-hub given copied weights, invariances, checks."""
+
+import keras
+import keras_hub
+import numpy as np
+import pytest
+
+from keras_tf.layers import TransformerDecoderBlock, TransformerEncoderBlock
+from tests.helpers import run_layer_checks, to_numpy
+
+D_MODEL, HEADS, D_FF = 16, 4, 32
+HEAD_DIM = D_MODEL // HEADS
+
+
+def copy_attention(ours, theirs):
+    for mine, other in [
+        (ours.query_dense, theirs._query_dense),
+        (ours.key_dense, theirs._key_dense),
+        (ours.value_dense, theirs._value_dense),
+    ]:
+        kernel, bias = mine.get_weights()
+        other.set_weights(
+            [kernel.reshape(D_MODEL, HEADS, HEAD_DIM), bias.reshape(HEADS, HEAD_DIM)]
+        )
+    kernel, bias = ours.output_dense.get_weights()
+    theirs._output_dense.set_weights([kernel.reshape(HEADS, HEAD_DIM, D_MODEL), bias])
+
+
+def copy_feed_forward_and_norms(ours, theirs, pairs):
+    theirs._feedforward_intermediate_dense.set_weights(ours.feed_forward.inner_dense.get_weights())
+    theirs._feedforward_output_dense.set_weights(ours.feed_forward.output_dense.get_weights())
+    for mine, other in pairs:
+        other.set_weights(mine.get_weights())
+
+
+def encoder_pair(norm_first):
+    ours = TransformerEncoderBlock(D_MODEL, HEADS, D_FF, dropout=0.0, norm_first=norm_first)
+    theirs = keras_hub.layers.TransformerEncoder(
+        D_FF, HEADS, dropout=0.0, normalize_first=norm_first, layer_norm_epsilon=1e-5
+    )
+    x = np.random.rand(2, 5, D_MODEL).astype("float32")
+    ours(x), theirs(x)
+    copy_attention(ours.self_attention, theirs._self_attention_layer)
+    copy_feed_forward_and_norms(
+        ours,
+        theirs,
+        [
+            (ours.self_attention_norm, theirs._self_attention_layer_norm),
+            (ours.feed_forward_norm, theirs._feedforward_layer_norm),
+        ],
+    )
+    return ours, theirs
+
+
+def decoder_pair(norm_first):
+    ours = TransformerDecoderBlock(D_MODEL, HEADS, D_FF, dropout=0.0, norm_first=norm_first)
+    theirs = keras_hub.layers.TransformerDecoder(
+        D_FF, HEADS, dropout=0.0, normalize_first=norm_first, layer_norm_epsilon=1e-5
+    )
+    y = np.random.rand(2, 4, D_MODEL).astype("float32")
+    memory = np.random.rand(2, 6, D_MODEL).astype("float32")
+    ours(y, memory), theirs(y, memory)
+    copy_attention(ours.self_attention, theirs._self_attention_layer)
+    copy_attention(ours.cross_attention, theirs._cross_attention_layer)
+    copy_feed_forward_and_norms(
+        ours,
+        theirs,
+        [
+            (ours.self_attention_norm, theirs._self_attention_layer_norm),
+            (ours.cross_attention_norm, theirs._cross_attention_layer_norm),
+            (ours.feed_forward_norm, theirs._feedforward_layer_norm),
+        ],
+    )
+    return ours, theirs
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_encoder_matches_keras_hub(norm_first):
+    ours, theirs = encoder_pair(norm_first)
+    x = np.random.rand(2, 5, D_MODEL).astype("float32")
+    padding = np.array([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]], bool)
+    expected = to_numpy(theirs(x, padding_mask=padding))
+    got = to_numpy(ours(x, padding_mask=padding))
+    np.testing.assert_allclose(got[padding], expected[padding], atol=1e-5)
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_decoder_matches_keras_hub(norm_first):
+    ours, theirs = decoder_pair(norm_first)
+    y = np.random.rand(2, 4, D_MODEL).astype("float32")
+    memory = np.random.rand(2, 6, D_MODEL).astype("float32")
+    y_mask = np.array([[1, 1, 1, 1], [1, 1, 1, 0]], bool)
+    memory_mask = np.array([[1, 1, 1, 1, 1, 1], [1, 1, 1, 1, 0, 0]], bool)
+    expected = to_numpy(
+        theirs(y, memory, decoder_padding_mask=y_mask, encoder_padding_mask=memory_mask)
+    )
+    got = to_numpy(ours(y, memory, padding_mask=y_mask, memory_padding_mask=memory_mask))
+    np.testing.assert_allclose(got[y_mask], expected[y_mask], atol=1e-5)
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_decoder_is_causal(norm_first):
+    block = TransformerDecoderBlock(D_MODEL, HEADS, D_FF, dropout=0.0, norm_first=norm_first)
+    y = np.random.rand(1, 6, D_MODEL).astype("float32")
+    memory = np.random.rand(1, 3, D_MODEL).astype("float32")
+    changed = y.copy()
+    changed[:, 3:] = np.random.rand(1, 3, D_MODEL)
+    a, b = to_numpy(block(y, memory)), to_numpy(block(changed, memory))
+    np.testing.assert_allclose(a[:, :3], b[:, :3], atol=1e-5)
+    assert not np.allclose(a[:, 3:], b[:, 3:])
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_padded_source_positions_do_not_change_outputs(norm_first):
+    encoder = TransformerEncoderBlock(D_MODEL, HEADS, D_FF, dropout=0.0, norm_first=norm_first)
+    decoder = TransformerDecoderBlock(D_MODEL, HEADS, D_FF, dropout=0.0, norm_first=norm_first)
+    x = np.random.rand(1, 5, D_MODEL).astype("float32")
+    changed = x.copy()
+    changed[:, 3:] = 50 * np.random.rand(1, 2, D_MODEL)
+    padding = np.array([[1, 1, 1, 0, 0]], bool)
+    a = to_numpy(encoder(x, padding_mask=padding))
+    b = to_numpy(encoder(changed, padding_mask=padding))
+    np.testing.assert_allclose(a[:, :3], b[:, :3], atol=1e-5)
+    y = np.random.rand(1, 4, D_MODEL).astype("float32")
+    np.testing.assert_allclose(
+        to_numpy(decoder(y, x, memory_padding_mask=padding)),
+        to_numpy(decoder(y, changed, memory_padding_mask=padding)),
+        atol=1e-5,
+    )
+
+
+def test_decoder_cache_matches_full_pass():
+    block = TransformerDecoderBlock(D_MODEL, HEADS, D_FF, dropout=0.0)
+    y = np.random.rand(2, 5, D_MODEL).astype("float32")
+    memory = np.random.rand(2, 3, D_MODEL).astype("float32")
+    full = to_numpy(block(y, memory))
+    cross = block.compute_cross_attention_cache(memory)
+    cache = keras.ops.zeros((2, 2, 5, HEADS, HEAD_DIM))
+    for t in range(5):
+        out, cache = block(
+            y[:, t : t + 1],
+            self_attention_cache=cache,
+            cache_index=t,
+            cross_attention_cache=cross,
+        )
+        np.testing.assert_allclose(to_numpy(out)[:, 0], full[:, t], atol=1e-5)
+
+
+def test_decoder_without_memory_raises():
+    block = TransformerDecoderBlock(D_MODEL, HEADS, D_FF)
+    with pytest.raises(ValueError, match="needs `memory`"):
+        block(np.zeros((1, 2, D_MODEL), "float32"))
+
+
+def test_blocks_reject_heads_that_do_not_divide_d_model():
+    with pytest.raises(ValueError, match="received d_model=10, num_heads=4"):
+        TransformerEncoderBlock(10, 4, 16)
+    with pytest.raises(ValueError, match="received d_model=10, num_heads=4"):
+        TransformerDecoderBlock(10, 4, 16)
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_encoder_layer_checks(tmp_path, norm_first):
+    run_layer_checks(
+        TransformerEncoderBlock,
+        dict(d_model=8, num_heads=2, d_ff=16, dropout=0.1, norm_first=norm_first),
+        np.random.rand(2, 4, 8).astype("float32"),
+        tmp_path=tmp_path,
+    )
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_decoder_layer_checks(tmp_path, norm_first):
+    run_layer_checks(
+        TransformerDecoderBlock,
+        dict(d_model=8, num_heads=2, d_ff=16, dropout=0.1, norm_first=norm_first),
+        [np.random.rand(2, 4, 8).astype("float32"), np.random.rand(2, 3, 8).astype("float32")],
+        tmp_path=tmp_path,
+    )
