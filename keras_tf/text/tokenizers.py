@@ -1,0 +1,483 @@
+"""Subword tokenizers learned from the training corpus, run as TF-Text ops.
+
+The vocabularies are learned with keras-hub (`compute_sentence_piece_proto`,
+`compute_word_piece_vocabulary`); tokenizing and detokenizing run the
+tensorflow-text kernels that keras-hub's `SentencePieceTokenizer` and
+`WordPieceTokenizer` wrap, so they work in eager code, in `tf.data` maps and
+inside an exported SavedModel (TF Serving ships the TF-Text ops).
+
+Both kinds reserve the ids of `keras_tf.models.config`:
+`PAD_ID=0, UNK_ID=1, START_ID=2, END_ID=3`. A character never seen in
+training becomes `UNK_ID`, never an error.
+
+What a round trip gives back (`detokenize(tokenize(s))`):
+
+* SentencePiece: `s` after NFKC normalisation, with runs of whitespace
+  collapsed to one space and no leading or trailing space. It is lossless
+  otherwise, so it is the default for translation.
+* WordPiece: the same NFKC text split into words on whitespace and
+  punctuation, with every CJK character its own word, the words joined by
+  one space: `"Grüße, Welt!"` -> `"Grüße , Welt !"`.
+"""
+
+import json
+import os
+import re
+import unicodedata
+
+import keras_hub
+import tensorflow as tf
+import tensorflow_text as tf_text
+from sentencepiece import sentencepiece_model_pb2
+
+from keras_tf.models.config import END_ID, PAD_ID, RESERVED_TOKENS, START_ID, UNK_ID
+
+KINDS = ("sentencepiece", "wordpiece")
+SENTENCEPIECE_MODEL_TYPES = ("unigram", "bpe")
+CONFIG_FILENAME = "tokenizers.json"
+FORMAT_VERSION = 1
+
+# The ids SentencePiece must reserve, by the names of its trainer flags.
+_SENTENCEPIECE_RESERVED = {"pad_id": PAD_ID, "unk_id": UNK_ID, "bos_id": START_ID, "eos_id": END_ID}
+
+
+def _check_vocabulary_size(name, value):
+    if not isinstance(value, int) or isinstance(value, bool) or value <= len(RESERVED_TOKENS):
+        raise ValueError(
+            f"{name} must be an integer greater than the {len(RESERVED_TOKENS)} "
+            f"reserved tokens; received {name}={value!r}"
+        )
+
+
+def _text_list(texts):
+    texts = list(texts)
+    if not texts:
+        raise ValueError("Cannot learn a vocabulary from no text; received 0 sentences")
+    for index, text in enumerate(texts):
+        if not isinstance(text, str):
+            raise ValueError(
+                f"Training texts must be str; received {type(text).__name__} "
+                f"{text!r} at index {index}"
+            )
+    return texts
+
+
+def train_sentencepiece(texts, vocabulary_size, *, model_type="unigram", lowercase=False):
+    """Learn a SentencePiece model with keras-hub and wrap it in a tokenizer.
+
+    The proto reserves `pad_id=0, unk_id=1, bos_id=2, eos_id=3` and uses
+    SentencePiece's `nmt_nfkc` normalisation (`nmt_nfkc_cf` if `lowercase`).
+
+    Args:
+        texts: iterable of `str`, the training sentences.
+        vocabulary_size: int, the number of pieces, reserved ids included.
+            SentencePiece refuses sizes its corpus cannot fill; the
+            `ValueError` then quotes its limit.
+        model_type: `"unigram"` (default) or `"bpe"`.
+        lowercase: bool, case-fold the text first. Defaults to `False`.
+
+    Returns:
+        A `keras_hub.tokenizers.SentencePieceTokenizer`.
+
+    Example:
+        >>> tokenizer = train_sentencepiece(["the cat sat", "the dog ran"] * 20, 24)
+        >>> tokenizer.vocabulary_size()
+        24
+    """
+    if model_type not in SENTENCEPIECE_MODEL_TYPES:
+        raise ValueError(
+            f"model_type must be one of {SENTENCEPIECE_MODEL_TYPES}; received "
+            f"model_type={model_type!r}"
+        )
+    _check_vocabulary_size("vocabulary_size", vocabulary_size)
+    texts = _text_list(texts)
+    dataset = tf.data.Dataset.from_tensor_slices(tf.constant(texts, tf.string))
+    try:
+        proto = keras_hub.tokenizers.compute_sentence_piece_proto(
+            dataset, vocabulary_size, model_type=model_type, lowercase=lowercase
+        )
+    except RuntimeError as error:
+        # SentencePiece's message ends with the limit, e.g. "Vocabulary size too
+        # high (120). Please set it to a value <= 94."
+        reason = re.sub(r"^.*\]\s*", "", str(error).strip())
+        raise ValueError(
+            f"SentencePiece cannot learn {model_type} pieces of "
+            f"vocabulary_size={vocabulary_size} from {len(texts)} sentences: {reason}"
+        ) from None
+    return keras_hub.tokenizers.SentencePieceTokenizer(proto=proto)
+
+
+def train_wordpiece(texts, vocabulary_size, *, lowercase=False):
+    """Learn a WordPiece vocabulary with keras-hub and wrap it in a tokenizer.
+
+    The text is NFKC-normalised first, as SentencePiece does, and the
+    reserved tokens `[PAD] [UNK] [START] [END]` open the vocabulary, so their
+    ids are 0-3.
+
+    Args:
+        texts: iterable of `str`, the training sentences.
+        vocabulary_size: int, the largest vocabulary, reserved tokens
+            included. A small corpus may give fewer tokens.
+        lowercase: bool, case-fold the text first. Defaults to `False`.
+
+    Returns:
+        A `keras_hub.tokenizers.WordPieceTokenizer`.
+
+    Example:
+        >>> tokenizer = train_wordpiece(["the cat sat", "the dog ran"] * 20, 40)
+        >>> tokenizer.get_vocabulary()[:4]
+        ['[PAD]', '[UNK]', '[START]', '[END]']
+    """
+    _check_vocabulary_size("vocabulary_size", vocabulary_size)
+    texts = [unicodedata.normalize("NFKC", text) for text in _text_list(texts)]
+    dataset = tf.data.Dataset.from_tensor_slices(tf.constant(texts, tf.string)).batch(1024)
+    vocabulary = keras_hub.tokenizers.compute_word_piece_vocabulary(
+        dataset,
+        vocabulary_size,
+        lowercase=lowercase,
+        reserved_tokens=list(RESERVED_TOKENS),
+    )
+    return keras_hub.tokenizers.WordPieceTokenizer(
+        vocabulary=vocabulary, lowercase=lowercase, oov_token=RESERVED_TOKENS[UNK_ID]
+    )
+
+
+def _kind(tokenizer):
+    if isinstance(tokenizer, keras_hub.tokenizers.SentencePieceTokenizer):
+        return "sentencepiece"
+    if isinstance(tokenizer, keras_hub.tokenizers.WordPieceTokenizer):
+        return "wordpiece"
+    raise ValueError(
+        "Expected a keras_hub.tokenizers.SentencePieceTokenizer or "
+        f"WordPieceTokenizer; received {type(tokenizer).__name__}"
+    )
+
+
+def _sentencepiece_model(tokenizer):
+    model = sentencepiece_model_pb2.ModelProto()
+    model.ParseFromString(tokenizer.proto)
+    return model
+
+
+def _check_reserved_ids(side, tokenizer):
+    """Raise unless the tokenizer gives the reserved tokens ids 0-3."""
+    if _kind(tokenizer) == "sentencepiece":
+        spec = _sentencepiece_model(tokenizer).trainer_spec
+        found = {name: getattr(spec, name) for name in _SENTENCEPIECE_RESERVED}
+        if found != _SENTENCEPIECE_RESERVED:
+            raise ValueError(
+                f"The {side} SentencePiece model must reserve {_SENTENCEPIECE_RESERVED} "
+                f"(keras_tf.models.config); received {found}"
+            )
+    else:
+        head = tuple(tokenizer.get_vocabulary()[: len(RESERVED_TOKENS)])
+        if head != RESERVED_TOKENS or tokenizer.oov_token != RESERVED_TOKENS[UNK_ID]:
+            raise ValueError(
+                f"The {side} WordPiece vocabulary must start with {RESERVED_TOKENS} "
+                f"and use oov_token={RESERVED_TOKENS[UNK_ID]!r}; received "
+                f"{head} and oov_token={tokenizer.oov_token!r}"
+            )
+
+
+def _sentencepiece_op(tokenizer):
+    """A TF-Text SentencePiece tokenizer whose model lives in the traced graph.
+
+    Called while tracing a `tf.function`, so the SentencePiece resource is
+    created by a node of that function (the model proto is a constant of the
+    graph), not captured from eager mode. keras-hub's eager-built resource is
+    owned by a cached eager kernel, which `tf.random.set_seed` (and
+    `keras.utils.set_random_seed`) deletes, breaking every later call
+    (tensorflow/text#570); a function-owned resource is simply re-created, and
+    a SavedModel has no resource to track.
+    """
+    return tf_text.SentencepieceTokenizer(model=tokenizer.proto, out_type=tf.int32)
+
+
+def _lowercase(tokenizer):
+    if _kind(tokenizer) == "sentencepiece":
+        return _sentencepiece_model(tokenizer).normalizer_spec.name.endswith("_cf")
+    return bool(tokenizer.lowercase)
+
+
+class Seq2SeqTokenizers(tf.Module):
+    """The source and target tokenizers of a translation model.
+
+    The methods take and return tensors and run in eager code, in `tf.data`
+    maps and in `tf.function`s. It is a `tf.Module` whose methods are
+    `tf.function`s that hold everything they need as graph constants (the
+    SentencePiece model proto, the WordPiece model buffer), with no resource
+    captured from eager mode: a module holding it exports with
+    `tf.saved_model.save` as is, and `tf.random.set_seed` cannot break it.
+
+    Args:
+        source_tokenizer: a `keras_hub.tokenizers.SentencePieceTokenizer` or
+            `WordPieceTokenizer` whose ids 0-3 are `RESERVED_TOKENS`.
+        target_tokenizer: the same for the target side, of the same kind.
+            Defaults to `None`: share `source_tokenizer`.
+        name: the module name. Defaults to `"seq2seq_tokenizers"`.
+
+    Example:
+        >>> tokenizers = Seq2SeqTokenizers.train(
+        ...     ["the cat sat"] * 20, ["le chat"] * 20, vocabulary_size=24)
+        >>> ids = tokenizers.tokenize_target(["le chat"])
+        >>> tokenizers.detokenize_target(ids).numpy()
+        array([b'le chat'], dtype=object)
+    """
+
+    def __init__(self, source_tokenizer, target_tokenizer=None, name=None):
+        super().__init__(name=name or "seq2seq_tokenizers")
+        target_tokenizer = source_tokenizer if target_tokenizer is None else target_tokenizer
+        kinds = (_kind(source_tokenizer), _kind(target_tokenizer))
+        if kinds[0] != kinds[1]:
+            raise ValueError(
+                "Source and target tokenizers must be of the same kind; received "
+                f"source={kinds[0]!r}, target={kinds[1]!r}"
+            )
+        lowercase = (_lowercase(source_tokenizer), _lowercase(target_tokenizer))
+        if lowercase[0] != lowercase[1]:
+            raise ValueError(
+                "Source and target tokenizers must agree on lowercasing; received "
+                f"source lowercase={lowercase[0]}, target lowercase={lowercase[1]}"
+            )
+        _check_reserved_ids("source", source_tokenizer)
+        _check_reserved_ids("target", target_tokenizer)
+        self.kind = kinds[0]
+        self.lowercase = lowercase[0]
+        # Attributes of a tf.Module are tracked: an exporter that holds this
+        # object reaches the tf-text resources through these two layers.
+        self.source_tokenizer = source_tokenizer
+        self.target_tokenizer = target_tokenizer
+
+    @classmethod
+    def train(
+        cls,
+        sources,
+        targets,
+        *,
+        kind="sentencepiece",
+        vocabulary_size=8000,
+        target_vocabulary_size=None,
+        shared=True,
+        model_type=None,
+        lowercase=False,
+    ):
+        """Learn the tokenizers from a training corpus.
+
+        Args:
+            sources: iterable of source sentences (`str`).
+            targets: iterable of target sentences (`str`).
+            kind: `"sentencepiece"` (default) or `"wordpiece"`.
+            vocabulary_size: int, the source (or shared) vocabulary size.
+                Defaults to 8000.
+            target_vocabulary_size: int, the target vocabulary size when
+                `shared=False`. Defaults to `None`: `vocabulary_size`.
+            shared: bool, learn one vocabulary from both sides. Defaults to
+                `True`.
+            model_type: SentencePiece's `"unigram"` (the default) or `"bpe"`;
+                must stay `None` for WordPiece.
+            lowercase: bool, case-fold all text. Defaults to `False`.
+
+        Returns:
+            A `Seq2SeqTokenizers`.
+
+        Example:
+            >>> tokenizers = Seq2SeqTokenizers.train(
+            ...     ["good morning"] * 20, ["bonjour"] * 20, kind="wordpiece",
+            ...     vocabulary_size=40, shared=False)
+            >>> tokenizers.shared
+            False
+        """
+        if kind not in KINDS:
+            raise ValueError(f"kind must be one of {KINDS}; received kind={kind!r}")
+        if kind == "wordpiece" and model_type is not None:
+            raise ValueError(
+                "model_type applies to SentencePiece only; received "
+                f"kind='wordpiece', model_type={model_type!r}"
+            )
+        if shared and target_vocabulary_size not in (None, vocabulary_size):
+            raise ValueError(
+                "A shared vocabulary has one size; received "
+                f"vocabulary_size={vocabulary_size}, "
+                f"target_vocabulary_size={target_vocabulary_size}"
+            )
+        target_vocabulary_size = target_vocabulary_size or vocabulary_size
+        sources, targets = _text_list(sources), _text_list(targets)
+
+        def learn(texts, size):
+            if kind == "sentencepiece":
+                return train_sentencepiece(
+                    texts, size, model_type=model_type or "unigram", lowercase=lowercase
+                )
+            return train_wordpiece(texts, size, lowercase=lowercase)
+
+        if shared:
+            return cls(learn(sources + targets, vocabulary_size))
+        return cls(learn(sources, vocabulary_size), learn(targets, target_vocabulary_size))
+
+    @property
+    def shared(self):
+        """Whether source and target use one vocabulary."""
+        return self.source_tokenizer is self.target_tokenizer
+
+    @property
+    def source_vocabulary_size(self):
+        return int(self.source_tokenizer.vocabulary_size())
+
+    @property
+    def target_vocabulary_size(self):
+        return int(self.target_tokenizer.vocabulary_size())
+
+    def _tokenize(self, tokenizer, strings):
+        # ids: int32 ragged [batch, (tokens)]
+        if self.kind == "sentencepiece":
+            return _sentencepiece_op(tokenizer).tokenize(strings)
+        # SentencePiece normalises with NFKC inside its op; do the same here.
+        return tokenizer.tokenize(tf_text.normalize_utf8(strings, "NFKC"))
+
+    def _detokenize(self, tokenizer, ids):
+        # Keep the tokens before the first END, less PAD and START.
+        # ids, keep: [batch, T]
+        before_end = tf.cumsum(tf.cast(tf.equal(ids, END_ID), tf.int32), axis=1) == 0
+        keep = before_end & tf.not_equal(ids, PAD_ID) & tf.not_equal(ids, START_ID)
+        tokens = tf.ragged.boolean_mask(ids, keep)
+        if self.kind == "sentencepiece":
+            return _sentencepiece_op(tokenizer).detokenize(tokens)
+        return tokenizer.detokenize(tokens)
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+    def tokenize_source(self, strings):
+        """Source sentences, tf.string `[batch]`, to int32 ragged `[batch, (tokens)]`."""
+        return self._tokenize(self.source_tokenizer, strings)
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+    def tokenize_target(self, strings):
+        """Target sentences, tf.string `[batch]`, to int32 ragged `[batch, (tokens)]`."""
+        return self._tokenize(self.target_tokenizer, strings)
+
+    @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32)])
+    def _detokenize_source(self, ids):
+        return self._detokenize(self.source_tokenizer, ids)
+
+    @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32)])
+    def _detokenize_target(self, ids):
+        return self._detokenize(self.target_tokenizer, ids)
+
+    def detokenize_target(self, ids):
+        """Target ids to sentences, stopping at the first `END_ID`.
+
+        Args:
+            ids: int `[batch, T]`, dense (padded with `PAD_ID`) or ragged. A
+                leading `START_ID` and every `PAD_ID` are dropped; tokens from
+                the first `END_ID` on are ignored.
+
+        Returns:
+            tf.string `[batch]`.
+        """
+        return self._detokenize_target(_dense_int32(ids))
+
+    def detokenize_source(self, ids):
+        """Source ids to sentences; the rules of `detokenize_target`."""
+        return self._detokenize_source(_dense_int32(ids))
+
+    def get_config(self):
+        """What `save` writes to `tokenizers.json`, less the file names."""
+        return {
+            "kind": self.kind,
+            "shared": self.shared,
+            "lowercase": self.lowercase,
+            "source_vocabulary_size": self.source_vocabulary_size,
+            "target_vocabulary_size": self.target_vocabulary_size,
+            "reserved_tokens": list(RESERVED_TOKENS),
+        }
+
+    def save(self, directory):
+        """Write the vocabularies and `tokenizers.json` into `directory`.
+
+        SentencePiece models go to `<side>.spm`, WordPiece vocabularies to
+        `<side>_vocab.txt` (one token a line), where `<side>` is `shared`, or
+        `source` and `target`.
+
+        Args:
+            directory: a folder, created if missing.
+
+        Example:
+            >>> import tempfile
+            >>> tokenizers = Seq2SeqTokenizers.train(["a b c"] * 20, ["x y z"] * 20,
+            ...     vocabulary_size=16)
+            >>> folder = tempfile.mkdtemp()
+            >>> tokenizers.save(folder)
+            >>> Seq2SeqTokenizers.load(folder).get_config() == tokenizers.get_config()
+            True
+        """
+        os.makedirs(directory, exist_ok=True)
+        sides = (
+            {"shared": self.source_tokenizer}
+            if self.shared
+            else {"source": self.source_tokenizer, "target": self.target_tokenizer}
+        )
+        files = {}
+        for side, tokenizer in sides.items():
+            if self.kind == "sentencepiece":
+                files[side] = f"{side}.spm"
+                with open(os.path.join(directory, files[side]), "wb") as file:
+                    file.write(tokenizer.proto)
+            else:
+                files[side] = f"{side}_vocab.txt"
+                with open(
+                    os.path.join(directory, files[side]), "w", encoding="utf-8", newline="\n"
+                ) as file:
+                    file.write("".join(token + "\n" for token in tokenizer.get_vocabulary()))
+        config = {"format_version": FORMAT_VERSION, **self.get_config(), "files": files}
+        with open(os.path.join(directory, CONFIG_FILENAME), "w", encoding="utf-8") as file:
+            json.dump(config, file, indent=2, ensure_ascii=False)
+            file.write("\n")
+
+    @classmethod
+    def load(cls, directory):
+        """Read tokenizers written by `save`; they give identical ids.
+
+        Args:
+            directory: the folder `save` wrote.
+
+        Returns:
+            A `Seq2SeqTokenizers`.
+        """
+        path = os.path.join(directory, CONFIG_FILENAME)
+        if not os.path.exists(path):
+            raise FileNotFoundError(
+                f"No {CONFIG_FILENAME} in {directory!r}; write one with "
+                "Seq2SeqTokenizers.save(directory)"
+            )
+        with open(path, encoding="utf-8") as file:
+            config = json.load(file)
+        if config.get("format_version") != FORMAT_VERSION:
+            raise ValueError(
+                f"{path}: expected format_version={FORMAT_VERSION}; received "
+                f"format_version={config.get('format_version')!r}"
+            )
+        if config.get("kind") not in KINDS:
+            raise ValueError(f"{path}: kind must be one of {KINDS}; received {config.get('kind')!r}")
+
+        def read(side):
+            file_path = os.path.join(directory, config["files"][side])
+            if config["kind"] == "sentencepiece":
+                with open(file_path, "rb") as file:
+                    return keras_hub.tokenizers.SentencePieceTokenizer(proto=file.read())
+            with open(file_path, encoding="utf-8", newline="\n") as file:
+                vocabulary = file.read().split("\n")[:-1]
+            return keras_hub.tokenizers.WordPieceTokenizer(
+                vocabulary=vocabulary,
+                lowercase=config["lowercase"],
+                oov_token=RESERVED_TOKENS[UNK_ID],
+            )
+
+        if config["shared"]:
+            return cls(read("shared"))
+        return cls(read("source"), read("target"))
+
+
+def _dense_int32(ids):
+    """int32 `[batch, T]` from dense or ragged ids, padding with `PAD_ID`."""
+    if isinstance(ids, tf.RaggedTensor):
+        ids = ids.to_tensor(default_value=PAD_ID)
+    return tf.cast(ids, tf.int32)
