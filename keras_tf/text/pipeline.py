@@ -1,0 +1,438 @@
+"""The `tf.data` input pipeline: parallel text in, padded model batches out.
+
+`make_dataset` tokenizes in the graph, frames the sequences, caches the
+tokenized corpus in memory, shuffles with a seed, buckets by length and
+prefetches. Each element is
+
+    ({"encoder_tokens": int32 [B, S], "decoder_tokens": int32 [B, T]},
+     labels int32 [B, T])
+
+padded with `PAD_ID` (0), so the model's padding mask falls out of the ids.
+
+The framing rule, shared with serving through `frame_source`/`frame_target`:
+
+* encoder_tokens = source ids truncated to `max_source_length - 1`, then END;
+* target ids t are truncated to `max_target_length - 1`;
+  decoder_tokens = [START] + t and labels = t + [END], so
+  `labels[i] == decoder_tokens[i + 1]`: the decoder learns to predict the
+  next token, and a truncated target still ends with END.
+
+A pair is over-long when its source needs truncating (`len(source ids) >=
+max_source_length`) or its target does (`len(target ids) >=
+max_target_length`). `overlong="truncate"` (default) keeps it cut as above;
+`overlong="filter"` drops it. Either way the counts are logged when the
+dataset is built (`overlong_stats` returns them).
+"""
+
+import dataclasses
+import logging
+
+import numpy as np
+import tensorflow as tf
+
+from keras_tf.models.config import END_ID, PAD_ID, START_ID
+
+logger = logging.getLogger("keras_tf.text")
+
+OVERLONG_CHOICES = ("truncate", "filter")
+
+# Sentences are tokenized this many at a time before the per-pair stages.
+_TOKENIZE_BATCH = 1024
+
+
+def _check_max_length(name, value):
+    if not isinstance(value, int) or isinstance(value, bool) or value < 2:
+        raise ValueError(
+            f"{name} must be an integer >= 2 (one token plus START or END); "
+            f"received {name}={value!r}"
+        )
+
+
+def _column(nrows, value):
+    # A ragged [nrows, 1] column of `value`, to concatenate with ragged ids.
+    return tf.RaggedTensor.from_tensor(tf.fill(tf.stack([nrows, 1]), value))
+
+
+def frame_source(ids, max_source_length):
+    """Encoder tokens from source ids: the first `max_source_length - 1`, then END.
+
+    Args:
+        ids: int32 ragged `[batch, (tokens)]`, as `tokenize_source` gives.
+        max_source_length: int >= 2, the longest encoder input.
+
+    Returns:
+        int32 ragged `[batch, (<= max_source_length)]`.
+
+    Example:
+        >>> frame_source(tf.ragged.constant([[7, 8, 9], [5]]), 3).to_list()
+        [[7, 8, 3], [5, 3]]
+    """
+    _check_max_length("max_source_length", max_source_length)
+    ids = tf.cast(ids, tf.int32)
+    return tf.concat(
+        [ids[:, : max_source_length - 1], _column(ids.nrows(), END_ID)], axis=1
+    )
+
+
+def frame_target(ids, max_target_length):
+    """Decoder inputs and labels from target ids, shifted by one.
+
+    Args:
+        ids: int32 ragged `[batch, (tokens)]`, as `tokenize_target` gives.
+        max_target_length: int >= 2, the longest decoder input.
+
+    Returns:
+        `(decoder_tokens, labels)`, both int32 ragged
+        `[batch, (<= max_target_length)]`: `[START] + t` and `t + [END]` for
+        `t` the first `max_target_length - 1` ids.
+
+    Example:
+        >>> decoder_tokens, labels = frame_target(tf.ragged.constant([[7, 8, 9]]), 3)
+        >>> decoder_tokens.to_list(), labels.to_list()
+        ([[2, 7, 8]], [[7, 8, 3]])
+    """
+    _check_max_length("max_target_length", max_target_length)
+    ids = tf.cast(ids, tf.int32)[:, : max_target_length - 1]
+    decoder_tokens = tf.concat([_column(ids.nrows(), START_ID), ids], axis=1)
+    labels = tf.concat([ids, _column(ids.nrows(), END_ID)], axis=1)
+    return decoder_tokens, labels
+
+
+def encode_source(tokenizers, strings, max_source_length):
+    """Source sentences to padded encoder tokens, as the pipeline frames them.
+
+    For inference and serving: runs in eager code and in `tf.function`s.
+
+    Args:
+        tokenizers: a `Seq2SeqTokenizers`.
+        strings: tf.string `[batch]`.
+        max_source_length: int >= 2, the longest encoder input.
+
+    Returns:
+        int32 `[batch, S]`, padded with `PAD_ID` to the longest row,
+        `S <= max_source_length`.
+    """
+    ids = frame_source(tokenizers.tokenize_source(strings), max_source_length)
+    return ids.to_tensor(default_value=PAD_ID)
+
+
+@dataclasses.dataclass(frozen=True)
+class OverlongStats:
+    """How many pairs exceed the maximum lengths, and what was done to them.
+
+    Args:
+        pairs: pairs in the corpus.
+        source_overlong: pairs whose source needs truncating.
+        target_overlong: pairs whose target needs truncating.
+        overlong: pairs with either side too long.
+        action: `"truncate"` or `"filter"`.
+    """
+
+    pairs: int
+    source_overlong: int
+    target_overlong: int
+    overlong: int
+    action: str
+
+    def __str__(self):
+        done = "truncated" if self.action == "truncate" else "filtered out"
+        return (
+            f"{self.overlong} of {self.pairs} pairs over-long and {done} "
+            f"({self.source_overlong} by the source, {self.target_overlong} by the target)"
+        )
+
+
+def _tokenized(corpus, tokenizers, max_source_length, max_target_length):
+    """Per-pair `(encoder_tokens, decoder_tokens, labels, source_len, target_len)`.
+
+    The lengths are those of the ids before truncation.
+    """
+
+    def tokenize(sources, targets):
+        source_ids = tokenizers.tokenize_source(sources)
+        target_ids = tokenizers.tokenize_target(targets)
+        decoder_tokens, labels = frame_target(target_ids, max_target_length)
+        return (
+            frame_source(source_ids, max_source_length),
+            decoder_tokens,
+            labels,
+            tf.cast(source_ids.row_lengths(), tf.int32),
+            tf.cast(target_ids.row_lengths(), tf.int32),
+        )
+
+    return (
+        corpus.to_dataset()
+        .batch(_TOKENIZE_BATCH)
+        .map(tokenize, num_parallel_calls=tf.data.AUTOTUNE)
+        .unbatch()
+    )
+
+
+def _pair_lengths(tokenized):
+    """Source and target id counts (before truncation) of every pair, in corpus order."""
+    source_lengths, target_lengths = [], []
+    lengths = tokenized.map(lambda *element: element[3:]).batch(8192)
+    for source_len, target_len in lengths.as_numpy_iterator():
+        source_lengths.append(source_len)
+        target_lengths.append(target_len)
+    if not source_lengths:
+        return np.zeros([0], np.int32), np.zeros([0], np.int32)
+    return np.concatenate(source_lengths), np.concatenate(target_lengths)
+
+
+def _overlong(source_len, target_len, max_source_length, max_target_length):
+    """Boolean masks: the pairs whose source, target needs truncating."""
+    return source_len >= max_source_length, target_len >= max_target_length
+
+
+def _count_overlong(lengths, max_source_length, max_target_length, action):
+    source_over, target_over = _overlong(*lengths, max_source_length, max_target_length)
+    return OverlongStats(
+        pairs=len(source_over),
+        source_overlong=int(source_over.sum()),
+        target_overlong=int(target_over.sum()),
+        overlong=int((source_over | target_over).sum()),
+        action=action,
+    )
+
+
+def overlong_stats(
+    corpus, tokenizers, *, max_source_length, max_target_length, overlong="truncate"
+):
+    """Count the pairs of `corpus` that exceed the maximum lengths.
+
+    `make_dataset` logs the same figures when it builds the dataset.
+
+    Args:
+        corpus: a `ParallelCorpus`.
+        tokenizers: a `Seq2SeqTokenizers`.
+        max_source_length: int >= 2, the longest encoder input.
+        max_target_length: int >= 2, the longest decoder input.
+        overlong: the action to report, `"truncate"` or `"filter"`.
+
+    Returns:
+        An `OverlongStats`.
+    """
+    _check_overlong(overlong)
+    _check_max_length("max_source_length", max_source_length)
+    _check_max_length("max_target_length", max_target_length)
+    tokenized = _tokenized(corpus, tokenizers, max_source_length, max_target_length)
+    lengths = _pair_lengths(tokenized)
+    return _count_overlong(lengths, max_source_length, max_target_length, overlong)
+
+
+def _check_overlong(overlong):
+    if overlong not in OVERLONG_CHOICES:
+        raise ValueError(
+            f"overlong must be one of {OVERLONG_CHOICES}; received overlong={overlong!r}"
+        )
+
+
+def default_bucket_boundaries(max_length):
+    """Bucket upper bounds: every 8 tokens to 64, then growing by a quarter.
+
+    Args:
+        max_length: int, the longest sequence; it is the last boundary.
+
+    Returns:
+        A sorted list of ints ending with `max_length`.
+
+    Example:
+        >>> default_bucket_boundaries(100)
+        [8, 16, 24, 32, 40, 48, 56, 64, 80, 100]
+    """
+    boundaries = []
+    boundary = 8
+    while boundary < max_length:
+        boundaries.append(boundary)
+        boundary += max(8, boundary // 4 // 8 * 8)
+    return boundaries + [max_length]
+
+
+def make_dataset(
+    corpus,
+    tokenizers,
+    *,
+    batch_size,
+    max_source_length,
+    max_target_length,
+    overlong="truncate",
+    bucketing=True,
+    bucket_boundaries=None,
+    pad_to_bucket_boundary=True,
+    shuffle=True,
+    seed=0,
+):
+    """A `tf.data.Dataset` of padded batches for `model.fit`.
+
+    The corpus is tokenized once (in the graph, by TF-Text ops) and cached in
+    memory when this function runs; every epoch then reshuffles the cached
+    pairs, buckets and pads them. Every pair of the corpus appears exactly
+    once per epoch (less the over-long ones with `overlong="filter"`); the
+    last batch of each bucket may be smaller than `batch_size`.
+
+    For a fixed `seed` (and global seed, `tf.random.set_seed`) the sequence
+    of batches is the same from run to run, epoch by epoch.
+
+    Args:
+        corpus: a `ParallelCorpus` (see `keras_tf.text.corpora`).
+        tokenizers: a `Seq2SeqTokenizers`.
+        batch_size: int, pairs per batch.
+        max_source_length: int >= 2, the longest `encoder_tokens`.
+        max_target_length: int >= 2, the longest `decoder_tokens`/labels.
+        overlong: `"truncate"` (default) or `"filter"`; see the module
+            docstring. The count is logged either way.
+        bucketing: bool, batch pairs of similar length together. Defaults to
+            `True`.
+        bucket_boundaries: sorted ints, the buckets' upper bounds on
+            `max(len(encoder_tokens), len(decoder_tokens))`. Defaults to
+            `None`: `default_bucket_boundaries(max(max_source_length,
+            max_target_length))`.
+        pad_to_bucket_boundary: bool. `True` (default) pads each batch to its
+            bucket's boundary (capped at the maximum lengths; without
+            bucketing, to the maximum lengths), so XLA compiles one program
+            per bucket. `False` pads to the longest sequence of the batch.
+        shuffle: bool, reshuffle the pairs every epoch. Defaults to `True`.
+        seed: int, the shuffle seed. Defaults to 0.
+
+    Returns:
+        A `tf.data.Dataset` of `({"encoder_tokens": int32 [B, S],
+        "decoder_tokens": int32 [B, T]}, labels int32 [B, T])`.
+
+    Example:
+        >>> corpus = ParallelCorpus(["a cat", "a dog"] * 8, ["un chat", "un chien"] * 8)
+        >>> tokenizers = Seq2SeqTokenizers.train(corpus.sources, corpus.targets,
+        ...     vocabulary_size=20)
+        >>> dataset = make_dataset(corpus, tokenizers, batch_size=4,
+        ...     max_source_length=8, max_target_length=8)
+        >>> features, labels = next(iter(dataset))
+        >>> features["encoder_tokens"].shape
+        TensorShape([4, 8])
+    """
+    _check_overlong(overlong)
+    _check_max_length("max_source_length", max_source_length)
+    _check_max_length("max_target_length", max_target_length)
+    if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
+        raise ValueError(f"batch_size must be a positive integer; received batch_size={batch_size!r}")
+    max_length = max(max_source_length, max_target_length)
+    if bucket_boundaries is None:
+        bucket_boundaries = default_bucket_boundaries(max_length)
+    bucket_boundaries = list(bucket_boundaries)
+    if (
+        not bucket_boundaries
+        or bucket_boundaries != sorted(set(bucket_boundaries))
+        or bucket_boundaries[0] < 1
+    ):
+        raise ValueError(
+            "bucket_boundaries must be strictly increasing positive integers; "
+            f"received bucket_boundaries={bucket_boundaries!r}"
+        )
+    if bucket_boundaries[-1] < max_length:
+        # The last bucket holds everything up to the maximum length.
+        bucket_boundaries.append(max_length)
+
+    tokenized = _tokenized(corpus, tokenizers, max_source_length, max_target_length).cache()
+    # This pass fills the cache, so the first epoch does not tokenize again.
+    source_len, target_len = _pair_lengths(tokenized)
+    stats = _count_overlong((source_len, target_len), max_source_length, max_target_length, overlong)
+    (logger.warning if stats.overlong else logger.info)("%s", stats)
+    # The number of batches per epoch does not depend on the shuffle: each
+    # bucket of n pairs gives ceil(n / batch_size) batches.
+    if overlong == "filter":
+        source_over, target_over = _overlong(
+            source_len, target_len, max_source_length, max_target_length
+        )
+        short = ~(source_over | target_over)
+        source_len, target_len = source_len[short], target_len[short]
+    # The bucket key of the pipeline, max(len(encoder_tokens), len(decoder_tokens)).
+    framed_len = np.maximum(
+        np.minimum(source_len + 1, max_source_length),
+        np.minimum(target_len + 1, max_target_length),
+    )
+    if bucketing:
+        buckets = np.searchsorted(bucket_boundaries, framed_len)
+    else:
+        buckets = np.zeros_like(framed_len)
+    batches = int(sum(-(-count // batch_size) for count in np.bincount(buckets)))
+
+    dataset = tokenized
+    if shuffle:
+        dataset = dataset.shuffle(max(len(corpus), 1), seed=seed, reshuffle_each_iteration=True)
+    if overlong == "filter":
+        dataset = dataset.filter(
+            lambda encoder, decoder, labels, source_len, target_len: (
+                source_len < max_source_length
+            )
+            & (target_len < max_target_length)
+        )
+    dataset = dataset.map(
+        lambda encoder, decoder, labels, source_len, target_len: (
+            {"encoder_tokens": encoder, "decoder_tokens": decoder},
+            labels,
+        ),
+        num_parallel_calls=tf.data.AUTOTUNE,
+    )
+
+    def padded_shapes(source_bound, target_bound):
+        if not pad_to_bucket_boundary:
+            return None
+        # Shapes as int64 vectors, which may be tensors computed per bucket.
+        source_shape = tf.reshape(tf.cast(source_bound, tf.int64), [1])
+        target_shape = tf.reshape(tf.cast(target_bound, tf.int64), [1])
+        return (
+            {"encoder_tokens": source_shape, "decoder_tokens": target_shape},
+            target_shape,
+        )
+
+    padding_values = ({"encoder_tokens": PAD_ID, "decoder_tokens": PAD_ID}, PAD_ID)
+    if not bucketing:
+        dataset = dataset.padded_batch(
+            batch_size,
+            padded_shapes=padded_shapes(max_source_length, max_target_length),
+            padding_values=padding_values,
+        )
+    else:
+        boundaries = tf.constant(bucket_boundaries, tf.int32)
+
+        def bucket(features, labels):
+            length = tf.maximum(
+                tf.size(features["encoder_tokens"]), tf.size(features["decoder_tokens"])
+            )
+            # The first boundary >= length.
+            return tf.cast(tf.searchsorted(boundaries, [length])[0], tf.int64)
+
+        def batch_bucket(key, window):
+            bound = tf.cast(tf.gather(boundaries, key), tf.int64)
+            return window.padded_batch(
+                batch_size,
+                padded_shapes=padded_shapes(
+                    tf.minimum(bound, max_source_length), tf.minimum(bound, max_target_length)
+                ),
+                padding_values=padding_values,
+            )
+
+        dataset = dataset.group_by_window(bucket, batch_bucket, window_size=batch_size)
+
+    # A known cardinality lets model.fit show progress and check the count.
+    dataset = dataset.apply(tf.data.experimental.assert_cardinality(batches))
+    options = tf.data.Options()
+    options.deterministic = True
+    return dataset.with_options(options).prefetch(tf.data.AUTOTUNE)
+
+
+def padding_fraction(dataset):
+    """The fraction of `encoder_tokens` and `decoder_tokens` positions that are padding.
+
+    Args:
+        dataset: a dataset as `make_dataset` returns (iterated once).
+
+    Returns:
+        A float in [0, 1].
+    """
+    padding = total = 0
+    for features, _ in dataset:
+        for name in ("encoder_tokens", "decoder_tokens"):
+            tokens = features[name]
+            padding += int(tf.reduce_sum(tf.cast(tokens == PAD_ID, tf.int64)))
+            total += int(tf.size(tokens, out_type=tf.int64))
+    return padding / total if total else 0.0
