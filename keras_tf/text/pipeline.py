@@ -229,7 +229,7 @@ def _check_overlong(overlong):
 
 
 def default_bucket_boundaries(max_length):
-    """Bucket upper bounds: every 8 tokens to 64, then growing by a quarter.
+    """Bucket upper bounds: every 8 tokens to 64, then about a quarter wider each.
 
     Args:
         max_length: int, the longest sequence; it is the last boundary.
@@ -239,7 +239,7 @@ def default_bucket_boundaries(max_length):
 
     Example:
         >>> default_bucket_boundaries(100)
-        [8, 16, 24, 32, 40, 48, 56, 64, 80, 100]
+        [8, 16, 24, 32, 40, 48, 56, 64, 80, 96, 100]
     """
     boundaries = []
     boundary = 8
@@ -300,9 +300,10 @@ def make_dataset(
         "decoder_tokens": int32 [B, T]}, labels int32 [B, T])`.
 
     Example:
+        >>> from keras_tf.text import ParallelCorpus, Seq2SeqTokenizers
         >>> corpus = ParallelCorpus(["a cat", "a dog"] * 8, ["un chat", "un chien"] * 8)
         >>> tokenizers = Seq2SeqTokenizers.train(corpus.sources, corpus.targets,
-        ...     vocabulary_size=20)
+        ...     vocabulary_size=16)
         >>> dataset = make_dataset(corpus, tokenizers, batch_size=4,
         ...     max_source_length=8, max_target_length=8)
         >>> features, labels = next(iter(dataset))

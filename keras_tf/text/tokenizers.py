@@ -80,9 +80,9 @@ def train_sentencepiece(texts, vocabulary_size, *, model_type="unigram", lowerca
         A `keras_hub.tokenizers.SentencePieceTokenizer`.
 
     Example:
-        >>> tokenizer = train_sentencepiece(["the cat sat", "the dog ran"] * 20, 24)
+        >>> tokenizer = train_sentencepiece(["the cat sat", "the dog ran"] * 20, 16)
         >>> tokenizer.vocabulary_size()
-        24
+        16
     """
     if model_type not in SENTENCEPIECE_MODEL_TYPES:
         raise ValueError(
@@ -218,7 +218,7 @@ class Seq2SeqTokenizers(tf.Module):
 
     Example:
         >>> tokenizers = Seq2SeqTokenizers.train(
-        ...     ["the cat sat"] * 20, ["le chat"] * 20, vocabulary_size=24)
+        ...     ["the cat sat on the mat"] * 20, ["le chat"] * 20, vocabulary_size=16)
         >>> ids = tokenizers.tokenize_target(["le chat"])
         >>> tokenizers.detokenize_target(ids).numpy()
         array([b'le chat'], dtype=object)
@@ -403,7 +403,7 @@ class Seq2SeqTokenizers(tf.Module):
         Example:
             >>> import tempfile
             >>> tokenizers = Seq2SeqTokenizers.train(["a b c"] * 20, ["x y z"] * 20,
-            ...     vocabulary_size=16)
+            ...     vocabulary_size=12)
             >>> folder = tempfile.mkdtemp()
             >>> tokenizers.save(folder)
             >>> Seq2SeqTokenizers.load(folder).get_config() == tokenizers.get_config()

@@ -1,0 +1,15 @@
+"""The Examples in the text pipeline's docstrings run and print what they show."""
+
+import doctest
+
+import pytest
+
+from keras_tf.datasets import jupyterlab_fr
+from keras_tf.text import corpora, pipeline, tokenizers
+
+
+@pytest.mark.parametrize("module", [corpora, tokenizers, pipeline, jupyterlab_fr])
+def test_docstring_examples(module):
+    results = doctest.testmod(module, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    assert results.attempted > 0
+    assert results.failed == 0
