@@ -31,6 +31,7 @@ import numpy as np
 import tensorflow as tf
 
 from keras_tf.models.config import END_ID, PAD_ID, START_ID
+from keras_tf.text.corpora import ParallelCorpus
 
 logger = logging.getLogger("keras_tf.text")
 
@@ -310,6 +311,11 @@ def make_dataset(
         >>> features["encoder_tokens"].shape
         TensorShape([4, 8])
     """
+    if not isinstance(corpus, ParallelCorpus):
+        raise TypeError(
+            "make_dataset expects a ParallelCorpus (read a tf.data.Dataset of pairs "
+            f"with keras_tf.text.read_dataset); received {type(corpus).__name__}"
+        )
     _check_overlong(overlong)
     _check_max_length("max_source_length", max_source_length)
     _check_max_length("max_target_length", max_target_length)

@@ -207,6 +207,8 @@ def test_arguments_are_checked(corpus, tokenizers):
         build(corpus, tokenizers, bucket_boundaries=[16, 8])
     with pytest.raises(ValueError, match="received batch_size=0"):
         build(corpus, tokenizers, batch_size=0)
+    with pytest.raises(TypeError, match="read_dataset.*received .*Dataset"):
+        build(corpus.to_dataset(), tokenizers)
 
 
 def tiny_model(tokenizers):
