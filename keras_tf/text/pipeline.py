@@ -143,22 +143,27 @@ class OverlongStats:
         )
 
 
-def _tokenized(corpus, tokenizers, max_source_length, max_target_length):
-    """Per-pair `(encoder_tokens, decoder_tokens, labels, source_len, target_len)`.
+def _tokenized(corpus, tokenizers, max_source_length, max_target_length, bucket_boundaries):
+    """Per pair: `(encoder_tokens, decoder_tokens, labels, source_len, target_len, bucket)`.
 
-    The lengths are those of the ids before truncation.
+    The lengths are those of the ids before truncation; `bucket` indexes the
+    first boundary >= max(len(encoder_tokens), len(decoder_tokens)).
     """
+    boundaries = tf.constant(bucket_boundaries, tf.int64)
 
     def tokenize(sources, targets):
         source_ids = tokenizers.tokenize_source(sources)
         target_ids = tokenizers.tokenize_target(targets)
+        encoder_tokens = frame_source(source_ids, max_source_length)
         decoder_tokens, labels = frame_target(target_ids, max_target_length)
+        length = tf.maximum(encoder_tokens.row_lengths(), decoder_tokens.row_lengths())
         return (
-            frame_source(source_ids, max_source_length),
+            encoder_tokens,
             decoder_tokens,
             labels,
             tf.cast(source_ids.row_lengths(), tf.int32),
             tf.cast(target_ids.row_lengths(), tf.int32),
+            tf.searchsorted(boundaries, length, out_type=tf.int64),
         )
 
     return (
@@ -166,13 +171,16 @@ def _tokenized(corpus, tokenizers, max_source_length, max_target_length):
         .batch(_TOKENIZE_BATCH)
         .map(tokenize, num_parallel_calls=tf.data.AUTOTUNE)
         .unbatch()
+        # Unbatched rows are 1-D ragged tensors (ragged_rank 0); a map makes
+        # them plain tensors, which padded_batch requires.
+        .map(lambda *row: row, num_parallel_calls=tf.data.AUTOTUNE)
     )
 
 
 def _pair_lengths(tokenized):
     """Source and target id counts (before truncation) of every pair, in corpus order."""
     source_lengths, target_lengths = [], []
-    lengths = tokenized.map(lambda *element: element[3:]).batch(8192)
+    lengths = tokenized.map(lambda *element: element[3:5]).batch(8192)
     for source_len, target_len in lengths.as_numpy_iterator():
         source_lengths.append(source_len)
         target_lengths.append(target_len)
@@ -217,7 +225,8 @@ def overlong_stats(
     _check_overlong(overlong)
     _check_max_length("max_source_length", max_source_length)
     _check_max_length("max_target_length", max_target_length)
-    tokenized = _tokenized(corpus, tokenizers, max_source_length, max_target_length)
+    max_length = max(max_source_length, max_target_length)
+    tokenized = _tokenized(corpus, tokenizers, max_source_length, max_target_length, [max_length])
     lengths = _pair_lengths(tokenized)
     return _count_overlong(lengths, max_source_length, max_target_length, overlong)
 
@@ -338,7 +347,11 @@ def make_dataset(
         # The last bucket holds everything up to the maximum length.
         bucket_boundaries.append(max_length)
 
-    tokenized = _tokenized(corpus, tokenizers, max_source_length, max_target_length).cache()
+    if not bucketing:
+        bucket_boundaries = [max_length]
+    tokenized = _tokenized(
+        corpus, tokenizers, max_source_length, max_target_length, bucket_boundaries
+    ).cache()
     # This pass fills the cache, so the first epoch does not tokenize again.
     source_len, target_len = _pair_lengths(tokenized)
     stats = _count_overlong((source_len, target_len), max_source_length, max_target_length, overlong)
@@ -356,10 +369,7 @@ def make_dataset(
         np.minimum(source_len + 1, max_source_length),
         np.minimum(target_len + 1, max_target_length),
     )
-    if bucketing:
-        buckets = np.searchsorted(bucket_boundaries, framed_len)
-    else:
-        buckets = np.zeros_like(framed_len)
+    buckets = np.searchsorted(bucket_boundaries, framed_len)
     batches = int(sum(-(-count // batch_size) for count in np.bincount(buckets)))
 
     dataset = tokenized
@@ -367,31 +377,23 @@ def make_dataset(
         dataset = dataset.shuffle(max(len(corpus), 1), seed=seed, reshuffle_each_iteration=True)
     if overlong == "filter":
         dataset = dataset.filter(
-            lambda encoder, decoder, labels, source_len, target_len: (
+            lambda encoder, decoder, labels, source_len, target_len, bucket: (
                 source_len < max_source_length
             )
             & (target_len < max_target_length)
         )
-    dataset = dataset.map(
-        lambda encoder, decoder, labels, source_len, target_len: (
-            {"encoder_tokens": encoder, "decoder_tokens": decoder},
-            labels,
-        ),
-        num_parallel_calls=tf.data.AUTOTUNE,
-    )
-
+    # Elements stay flat tuples (encoder, decoder, labels, source_len,
+    # target_len, bucket) until batched: one map per batch, not per pair,
+    # builds the model's input dict.
     def padded_shapes(source_bound, target_bound):
         if not pad_to_bucket_boundary:
             return None
         # Shapes as int64 vectors, which may be tensors computed per bucket.
         source_shape = tf.reshape(tf.cast(source_bound, tf.int64), [1])
         target_shape = tf.reshape(tf.cast(target_bound, tf.int64), [1])
-        return (
-            {"encoder_tokens": source_shape, "decoder_tokens": target_shape},
-            target_shape,
-        )
+        return (source_shape, target_shape, target_shape, [], [], [])
 
-    padding_values = ({"encoder_tokens": PAD_ID, "decoder_tokens": PAD_ID}, PAD_ID)
+    padding_values = (PAD_ID, PAD_ID, PAD_ID, 0, 0, tf.constant(0, tf.int64))
     if not bucketing:
         dataset = dataset.padded_batch(
             batch_size,
@@ -400,13 +402,6 @@ def make_dataset(
         )
     else:
         boundaries = tf.constant(bucket_boundaries, tf.int32)
-
-        def bucket(features, labels):
-            length = tf.maximum(
-                tf.size(features["encoder_tokens"]), tf.size(features["decoder_tokens"])
-            )
-            # The first boundary >= length.
-            return tf.cast(tf.searchsorted(boundaries, [length])[0], tf.int64)
 
         def batch_bucket(key, window):
             bound = tf.cast(tf.gather(boundaries, key), tf.int64)
@@ -418,7 +413,15 @@ def make_dataset(
                 padding_values=padding_values,
             )
 
-        dataset = dataset.group_by_window(bucket, batch_bucket, window_size=batch_size)
+        dataset = dataset.group_by_window(
+            lambda *element: element[5], batch_bucket, window_size=batch_size
+        )
+    dataset = dataset.map(
+        lambda encoder, decoder, labels, source_len, target_len, bucket: (
+            {"encoder_tokens": encoder, "decoder_tokens": decoder},
+            labels,
+        )
+    )
 
     # A known cardinality lets model.fit show progress and check the count.
     dataset = dataset.apply(tf.data.experimental.assert_cardinality(batches))
