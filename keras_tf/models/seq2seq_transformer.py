@@ -222,9 +222,11 @@ class Seq2SeqTransformer(keras.Model):
                 ],
                 axis=1,
             )
-            self._submodels["cross_attention_cache"] = keras.Model(
-                memory, cache, name="cross_attention_cache"
-            )
+            model = keras.Model(memory, cache, name="cross_attention_cache")
+            # The encoder's output carries its padding mask; the cache does
+            # not need it (the decoder step rebuilds it from the tokens).
+            model.supports_masking = True
+            self._submodels["cross_attention_cache"] = model
         return self._submodels["cross_attention_cache"]
 
     @property
@@ -255,9 +257,9 @@ class Seq2SeqTransformer(keras.Model):
                 self_attention_cache=inputs["self_attention_cache"],
                 cache_index=inputs["cache_index"],
             )
-            self._submodels["decoder_step"] = keras.Model(
-                inputs, [logits, cache], name="decoder_step"
-            )
+            model = keras.Model(inputs, [logits, cache], name="decoder_step")
+            model.supports_masking = True  # masks are rebuilt from the tokens
+            self._submodels["decoder_step"] = model
         return self._submodels["decoder_step"]
 
     @property
@@ -288,6 +290,40 @@ class Seq2SeqTransformer(keras.Model):
         return ops.zeros(
             (batch_size, c.num_decoder_layers, 2, max_length, c.num_heads, c.head_dim),
             dtype=self.compute_dtype,
+        )
+
+    def generate(
+        self,
+        encoder_tokens,
+        max_length=None,
+        method="greedy",
+        beam_size=4,
+        length_penalty=0.6,
+        **kwargs,
+    ):
+        """Generate target ids: KV-cached greedy, beam or sampled decoding, compiled with XLA.
+
+        Delegates to `keras_tf.decoding.generate`, which documents the other
+        arguments (`top_k`, `top_p`, `temperature`, `seed`,
+        `return_all_beams`, `end_id`).
+
+        Returns:
+            `Generation(tokens, scores)`, numpy: tokens `[batch, max_length]`
+            (end token included, 0 after it) and their scores.
+
+        Example:
+            >>> import numpy as np
+            >>> from keras_tf.models import Seq2SeqTransformer, get_preset
+            >>> model = Seq2SeqTransformer(get_preset("transformer_tiny"))
+            >>> model.generate(np.array([[5, 6, 7]]), max_length=4).tokens.shape
+            (1, 4)
+        """
+        # Imported here: keras_tf.decoding imports this package.
+        from keras_tf.decoding import generate
+
+        return generate(
+            self, encoder_tokens, max_length=max_length, method=method,
+            beam_size=beam_size, length_penalty=length_penalty, **kwargs,
         )
 
     def get_config(self):

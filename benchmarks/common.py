@@ -1,0 +1,86 @@
+"""Shared pieces of the benchmark scripts: the bench-small configuration and timing helpers."""
+
+import os
+import statistics
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
+
+from keras_tf.models import TransformerConfig  # noqa: E402
+
+# Bench-small, as the issues define it.
+BENCH_SMALL = TransformerConfig(
+    source_vocabulary_size=8000,
+    target_vocabulary_size=8000,
+    d_model=256,
+    num_heads=8,
+    d_ff=1024,
+    num_encoder_layers=3,
+    num_decoder_layers=3,
+    dropout=0.1,
+    max_source_length=64,
+    max_target_length=64,
+)
+BATCH_SIZE = 64
+SEQUENCE_LENGTH = 64
+
+
+def random_batch(config=BENCH_SMALL, batch_size=BATCH_SIZE, length=SEQUENCE_LENGTH, seed=0):
+    """Full-length random token ids (no padding), labels = decoder tokens shifted by one."""
+    rng = np.random.default_rng(seed)
+    encoder = rng.integers(4, config.source_vocabulary_size, (batch_size, length)).astype("int32")
+    target = rng.integers(4, config.target_vocabulary_size, (batch_size, length + 1)).astype("int32")
+    return {"encoder_tokens": encoder, "decoder_tokens": target[:, :-1]}, target[:, 1:]
+
+
+class StepTimer(keras.callbacks.Callback):
+    """Records the wall time of every training batch."""
+
+    def __init__(self):
+        super().__init__()
+        self.times = []
+
+    def on_train_batch_begin(self, batch, logs=None):
+        self._start = time.perf_counter()
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.times.append(time.perf_counter() - self._start)
+
+
+def median(values):
+    return statistics.median(values)
+
+
+def matmul_flops_per_second(size=1024, repeats=20):
+    """Measured float32 matmul throughput on this machine (FLOP/s), median of repeats."""
+    import tensorflow as tf
+
+    a = tf.random.normal((size, size))
+    b = tf.random.normal((size, size))
+    matmul = tf.function(lambda x, y: tf.matmul(x, y))
+    matmul(a, b).numpy()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        matmul(a, b).numpy()
+        times.append(time.perf_counter() - start)
+    return 2 * size**3 / median(times)
+
+
+def training_flops_per_step(config, batch_size, source_length, target_length):
+    """Model FLOPs of one training step (forward + backward = 3 × forward matmul FLOPs)."""
+    d, d_ff, vocab = config.d_model, config.d_ff, config.target_vocabulary_size
+    S, T = source_length, target_length
+    # Multiply-accumulates per sequence, forward pass.
+    encoder = config.num_encoder_layers * S * (4 * d * d + 2 * d * d_ff + 2 * S * d)
+    decoder = config.num_decoder_layers * (
+        T * (4 * d * d + 2 * T * d)  # masked self-attention
+        + T * 2 * d * d + S * 2 * d * d + T * 2 * S * d  # cross-attention
+        + T * 2 * d * d_ff  # feed-forward
+    )
+    output = T * d * vocab
+    forward_flops = 2 * (encoder + decoder + output)
+    return 3 * forward_flops * batch_size
