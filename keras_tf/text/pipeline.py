@@ -178,15 +178,14 @@ def _tokenized(corpus, tokenizers, max_source_length, max_target_length, bucket_
 
 
 def _pair_lengths(tokenized):
-    """Source and target id counts (before truncation) of every pair, in corpus order."""
-    source_lengths, target_lengths = [], []
-    lengths = tokenized.map(lambda *element: element[3:5]).batch(8192)
-    for source_len, target_len in lengths.as_numpy_iterator():
-        source_lengths.append(source_len)
-        target_lengths.append(target_len)
-    if not source_lengths:
-        return np.zeros([0], np.int32), np.zeros([0], np.int32)
-    return np.concatenate(source_lengths), np.concatenate(target_lengths)
+    """`(source_len, target_len, bucket)` arrays over the pairs, in corpus order."""
+    columns = ([], [], [])
+    for batch in tokenized.map(lambda *element: element[3:]).batch(8192).as_numpy_iterator():
+        for column, values in zip(columns, batch):
+            column.append(values)
+    if not columns[0]:
+        return np.zeros([0], np.int32), np.zeros([0], np.int32), np.zeros([0], np.int64)
+    return tuple(np.concatenate(column) for column in columns)
 
 
 def _overlong(source_len, target_len, max_source_length, max_target_length):
@@ -194,8 +193,8 @@ def _overlong(source_len, target_len, max_source_length, max_target_length):
     return source_len >= max_source_length, target_len >= max_target_length
 
 
-def _count_overlong(lengths, max_source_length, max_target_length, action):
-    source_over, target_over = _overlong(*lengths, max_source_length, max_target_length)
+def _count_overlong(source_len, target_len, max_source_length, max_target_length, action):
+    source_over, target_over = _overlong(source_len, target_len, max_source_length, max_target_length)
     return OverlongStats(
         pairs=len(source_over),
         source_overlong=int(source_over.sum()),
@@ -227,8 +226,8 @@ def overlong_stats(
     _check_max_length("max_target_length", max_target_length)
     max_length = max(max_source_length, max_target_length)
     tokenized = _tokenized(corpus, tokenizers, max_source_length, max_target_length, [max_length])
-    lengths = _pair_lengths(tokenized)
-    return _count_overlong(lengths, max_source_length, max_target_length, overlong)
+    source_len, target_len, _ = _pair_lengths(tokenized)
+    return _count_overlong(source_len, target_len, max_source_length, max_target_length, overlong)
 
 
 def _check_overlong(overlong):
@@ -353,8 +352,8 @@ def make_dataset(
         corpus, tokenizers, max_source_length, max_target_length, bucket_boundaries
     ).cache()
     # This pass fills the cache, so the first epoch does not tokenize again.
-    source_len, target_len = _pair_lengths(tokenized)
-    stats = _count_overlong((source_len, target_len), max_source_length, max_target_length, overlong)
+    source_len, target_len, buckets = _pair_lengths(tokenized)
+    stats = _count_overlong(source_len, target_len, max_source_length, max_target_length, overlong)
     (logger.warning if stats.overlong else logger.info)("%s", stats)
     # The number of batches per epoch does not depend on the shuffle: each
     # bucket of n pairs gives ceil(n / batch_size) batches.
@@ -362,14 +361,7 @@ def make_dataset(
         source_over, target_over = _overlong(
             source_len, target_len, max_source_length, max_target_length
         )
-        short = ~(source_over | target_over)
-        source_len, target_len = source_len[short], target_len[short]
-    # The bucket key of the pipeline, max(len(encoder_tokens), len(decoder_tokens)).
-    framed_len = np.maximum(
-        np.minimum(source_len + 1, max_source_length),
-        np.minimum(target_len + 1, max_target_length),
-    )
-    buckets = np.searchsorted(bucket_boundaries, framed_len)
+        buckets = buckets[~(source_over | target_over)]
     batches = int(sum(-(-count // batch_size) for count in np.bincount(buckets)))
 
     dataset = tokenized
