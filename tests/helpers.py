@@ -76,3 +76,23 @@ def run_layer_checks(cls, init_kwargs, inputs, call_kwargs=None, tmp_path=None):
     out = to_numpy(keras.ops.cast(out, "float32"))
     assert np.all(np.isfinite(out))
     np.testing.assert_allclose(out, to_numpy(_call(layer, tensors, call_kwargs)), atol=0.15, rtol=0.05)
+
+
+def copy_attention_weights(ours, theirs, d_model, num_heads):
+    """Copy a keras_tf MultiHeadAttention's weights into a keras.layers.MultiHeadAttention.
+
+    Ours keeps [d_model, d_model] kernels; Keras keeps EinsumDense kernels
+    [d_model, heads, head_dim] (and [heads, head_dim, d_model] for the output).
+    """
+    head_dim = d_model // num_heads
+    for mine, other in [
+        (ours.query_dense, theirs._query_dense),
+        (ours.key_dense, theirs._key_dense),
+        (ours.value_dense, theirs._value_dense),
+    ]:
+        kernel, bias = mine.get_weights()
+        other.set_weights(
+            [kernel.reshape(d_model, num_heads, head_dim), bias.reshape(num_heads, head_dim)]
+        )
+    kernel, bias = ours.output_dense.get_weights()
+    theirs._output_dense.set_weights([kernel.reshape(num_heads, head_dim, d_model), bias])

@@ -2,14 +2,13 @@
 
 import keras
 
-from keras_tf.layers.feed_forward import FeedForward
+from keras_tf.layers.block_base import TransformerBlockBase
 from keras_tf.layers.masks import compute_attention_mask
-from keras_tf.layers.multi_head_attention import MultiHeadAttention
-from keras_tf.layers.validation import check_last_dim, clone_initializer
+from keras_tf.layers.validation import check_last_dim
 
 
 @keras.saving.register_keras_serializable(package="keras_tf")
-class TransformerDecoderBlock(keras.layers.Layer):
+class TransformerDecoderBlock(TransformerBlockBase):
     """Masked self-attention, cross-attention over `memory`, then feed-forward.
 
     Each sub-layer is followed by dropout, a residual add and a LayerNorm
@@ -44,79 +43,19 @@ class TransformerDecoderBlock(keras.layers.Layer):
         (2, 4, 8)
     """
 
-    def __init__(
-        self,
-        d_model,
-        num_heads,
-        d_ff,
-        dropout=0.1,
-        attention_dropout=0.0,
-        activation="relu",
-        norm_first=False,
-        layer_norm_epsilon=1e-5,
-        kernel_initializer="glorot_uniform",
-        **kwargs,
-    ):
-        super().__init__(**kwargs)
-        if d_model % num_heads:
-            raise ValueError(
-                "num_heads must divide d_model; received "
-                f"d_model={d_model}, num_heads={num_heads}"
-            )
-        self.d_model = d_model
-        self.num_heads = num_heads
-        self.d_ff = d_ff
-        self.dropout = dropout
-        self.attention_dropout = attention_dropout
-        self.activation = activation
-        self.norm_first = norm_first
-        self.layer_norm_epsilon = layer_norm_epsilon
-        self.kernel_initializer = keras.initializers.get(kernel_initializer)
-        self.supports_masking = True
-
-    def _sublayer_parts(self, name, inputs_shape):
-        dropout = keras.layers.Dropout(
-            self.dropout, dtype=self.dtype_policy, name=f"{name}_dropout"
-        )
-        norm = keras.layers.LayerNormalization(
-            epsilon=self.layer_norm_epsilon, dtype=self.dtype_policy, name=f"{name}_norm"
-        )
-        norm.build(inputs_shape)
-        return dropout, norm
-
-    def _attention(self, name):
-        return MultiHeadAttention(
-            self.num_heads,
-            self.d_model,
-            dropout=self.attention_dropout,
-            kernel_initializer=clone_initializer(self.kernel_initializer),
-            dtype=self.dtype_policy,
-            name=name,
-        )
-
     def build(self, inputs_shape, memory_shape=None):
         check_last_dim(self, "inputs", inputs_shape, self.d_model)
         memory_shape = inputs_shape if memory_shape is None else memory_shape
-        self.self_attention = self._attention("self_attention")
-        self.self_attention.build(inputs_shape)
-        self.self_attention_dropout, self.self_attention_norm = self._sublayer_parts(
+        self.self_attention = self._attention("self_attention", inputs_shape)
+        self.self_attention_dropout, self.self_attention_norm = self._dropout_and_norm(
             "self_attention", inputs_shape
         )
-        self.cross_attention = self._attention("cross_attention")
-        self.cross_attention.build(inputs_shape, memory_shape)
-        self.cross_attention_dropout, self.cross_attention_norm = self._sublayer_parts(
+        self.cross_attention = self._attention("cross_attention", inputs_shape, memory_shape)
+        self.cross_attention_dropout, self.cross_attention_norm = self._dropout_and_norm(
             "cross_attention", inputs_shape
         )
-        self.feed_forward = FeedForward(
-            self.d_model,
-            self.d_ff,
-            activation=self.activation,
-            kernel_initializer=clone_initializer(self.kernel_initializer),
-            dtype=self.dtype_policy,
-            name="feed_forward",
-        )
-        self.feed_forward.build(inputs_shape)
-        self.feed_forward_dropout, self.feed_forward_norm = self._sublayer_parts(
+        self.feed_forward = self._feed_forward(inputs_shape)
+        self.feed_forward_dropout, self.feed_forward_norm = self._dropout_and_norm(
             "feed_forward", inputs_shape
         )
         self.built = True
@@ -242,9 +181,6 @@ class TransformerDecoderBlock(keras.layers.Layer):
             outputs += (weights,)
         return outputs[0] if len(outputs) == 1 else outputs
 
-    def compute_mask(self, inputs, mask=None, **kwargs):
-        return mask
-
     def compute_output_shape(self, inputs_shape, memory_shape=None):
         return tuple(inputs_shape)
 
@@ -279,23 +215,3 @@ class TransformerDecoderBlock(keras.layers.Layer):
                 ),
             )
         return outputs[0] if len(outputs) == 1 else outputs
-
-    def get_config(self):
-        config = super().get_config()
-        config.update(
-            {
-                "d_model": self.d_model,
-                "num_heads": self.num_heads,
-                "d_ff": self.d_ff,
-                "dropout": self.dropout,
-                "attention_dropout": self.attention_dropout,
-                "activation": self.activation,
-                "norm_first": self.norm_first,
-                "layer_norm_epsilon": self.layer_norm_epsilon,
-                "kernel_initializer": keras.initializers.serialize(
-                    self.kernel_initializer
-                ),
-            }
-        )
-        return config
-

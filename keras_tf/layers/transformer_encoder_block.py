@@ -2,14 +2,13 @@
 
 import keras
 
-from keras_tf.layers.feed_forward import FeedForward
+from keras_tf.layers.block_base import TransformerBlockBase
 from keras_tf.layers.masks import compute_attention_mask
-from keras_tf.layers.multi_head_attention import MultiHeadAttention
-from keras_tf.layers.validation import check_last_dim, clone_initializer
+from keras_tf.layers.validation import check_last_dim
 
 
 @keras.saving.register_keras_serializable(package="keras_tf")
-class TransformerEncoderBlock(keras.layers.Layer):
+class TransformerEncoderBlock(TransformerBlockBase):
     """Self-attention → dropout → add → LayerNorm → feed-forward → dropout → add → LayerNorm.
 
     That is the paper's post-norm layer, LayerNorm(x + Sublayer(x)).
@@ -41,74 +40,16 @@ class TransformerEncoderBlock(keras.layers.Layer):
         (2, 5, 8)
     """
 
-    def __init__(
-        self,
-        d_model,
-        num_heads,
-        d_ff,
-        dropout=0.1,
-        attention_dropout=0.0,
-        activation="relu",
-        norm_first=False,
-        layer_norm_epsilon=1e-5,
-        kernel_initializer="glorot_uniform",
-        **kwargs,
-    ):
-        super().__init__(**kwargs)
-        if d_model % num_heads:
-            raise ValueError(
-                "num_heads must divide d_model; received "
-                f"d_model={d_model}, num_heads={num_heads}"
-            )
-        self.d_model = d_model
-        self.num_heads = num_heads
-        self.d_ff = d_ff
-        self.dropout = dropout
-        self.attention_dropout = attention_dropout
-        self.activation = activation
-        self.norm_first = norm_first
-        self.layer_norm_epsilon = layer_norm_epsilon
-        self.kernel_initializer = keras.initializers.get(kernel_initializer)
-        self.supports_masking = True
-
     def build(self, inputs_shape):
         check_last_dim(self, "inputs", inputs_shape, self.d_model)
-        self.self_attention = MultiHeadAttention(
-            self.num_heads,
-            self.d_model,
-            dropout=self.attention_dropout,
-            kernel_initializer=clone_initializer(self.kernel_initializer),
-            dtype=self.dtype_policy,
-            name="self_attention",
+        self.self_attention = self._attention("self_attention", inputs_shape)
+        self.self_attention_dropout, self.self_attention_norm = self._dropout_and_norm(
+            "self_attention", inputs_shape
         )
-        self.self_attention.build(inputs_shape)
-        self.self_attention_dropout = keras.layers.Dropout(
-            self.dropout, dtype=self.dtype_policy, name="self_attention_dropout"
+        self.feed_forward = self._feed_forward(inputs_shape)
+        self.feed_forward_dropout, self.feed_forward_norm = self._dropout_and_norm(
+            "feed_forward", inputs_shape
         )
-        self.self_attention_norm = keras.layers.LayerNormalization(
-            epsilon=self.layer_norm_epsilon,
-            dtype=self.dtype_policy,
-            name="self_attention_norm",
-        )
-        self.self_attention_norm.build(inputs_shape)
-        self.feed_forward = FeedForward(
-            self.d_model,
-            self.d_ff,
-            activation=self.activation,
-            kernel_initializer=clone_initializer(self.kernel_initializer),
-            dtype=self.dtype_policy,
-            name="feed_forward",
-        )
-        self.feed_forward.build(inputs_shape)
-        self.feed_forward_dropout = keras.layers.Dropout(
-            self.dropout, dtype=self.dtype_policy, name="feed_forward_dropout"
-        )
-        self.feed_forward_norm = keras.layers.LayerNormalization(
-            epsilon=self.layer_norm_epsilon,
-            dtype=self.dtype_policy,
-            name="feed_forward_norm",
-        )
-        self.feed_forward_norm.build(inputs_shape)
         self.built = True
 
     def call(
@@ -154,9 +95,6 @@ class TransformerEncoderBlock(keras.layers.Layer):
             return x, weights
         return x
 
-    def compute_mask(self, inputs, mask=None, **kwargs):
-        return mask
-
     def compute_output_shape(self, inputs_shape):
         return tuple(inputs_shape)
 
@@ -171,22 +109,3 @@ class TransformerEncoderBlock(keras.layers.Layer):
             (inputs.shape[0], self.num_heads, length, length), dtype=self.compute_dtype
         )
         return output, weights
-
-    def get_config(self):
-        config = super().get_config()
-        config.update(
-            {
-                "d_model": self.d_model,
-                "num_heads": self.num_heads,
-                "d_ff": self.d_ff,
-                "dropout": self.dropout,
-                "attention_dropout": self.attention_dropout,
-                "activation": self.activation,
-                "norm_first": self.norm_first,
-                "layer_norm_epsilon": self.layer_norm_epsilon,
-                "kernel_initializer": keras.initializers.serialize(
-                    self.kernel_initializer
-                ),
-            }
-        )
-        return config

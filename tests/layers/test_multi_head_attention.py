@@ -3,28 +3,17 @@ import numpy as np
 import pytest
 
 from keras_tf.layers import MultiHeadAttention, compute_attention_mask
-from tests.helpers import run_layer_checks, to_numpy
+from tests.helpers import copy_attention_weights, run_layer_checks, to_numpy
 
 D_MODEL, HEADS = 16, 4
 
 
 def copy_to_keras_mha(ours):
     """A keras.layers.MultiHeadAttention holding `ours`'s weights."""
-    head_dim = D_MODEL // HEADS
-    theirs = keras.layers.MultiHeadAttention(HEADS, key_dim=head_dim)
+    theirs = keras.layers.MultiHeadAttention(HEADS, key_dim=D_MODEL // HEADS)
     x = np.zeros((1, 2, D_MODEL), "float32")
     theirs(x, x)
-    for mine, other in [
-        (ours.query_dense, theirs._query_dense),
-        (ours.key_dense, theirs._key_dense),
-        (ours.value_dense, theirs._value_dense),
-    ]:
-        kernel, bias = mine.get_weights()
-        other.set_weights(
-            [kernel.reshape(D_MODEL, HEADS, head_dim), bias.reshape(HEADS, head_dim)]
-        )
-    kernel, bias = ours.output_dense.get_weights()
-    theirs._output_dense.set_weights([kernel.reshape(HEADS, head_dim, D_MODEL), bias])
+    copy_attention_weights(ours, theirs, D_MODEL, HEADS)
     return theirs
 
 

@@ -6,24 +6,14 @@ import numpy as np
 import pytest
 
 from keras_tf.layers import TransformerDecoderBlock, TransformerEncoderBlock
-from tests.helpers import run_layer_checks, to_numpy
+from tests.helpers import copy_attention_weights, run_layer_checks, to_numpy
 
 D_MODEL, HEADS, D_FF = 16, 4, 32
 HEAD_DIM = D_MODEL // HEADS
 
 
 def copy_attention(ours, theirs):
-    for mine, other in [
-        (ours.query_dense, theirs._query_dense),
-        (ours.key_dense, theirs._key_dense),
-        (ours.value_dense, theirs._value_dense),
-    ]:
-        kernel, bias = mine.get_weights()
-        other.set_weights(
-            [kernel.reshape(D_MODEL, HEADS, HEAD_DIM), bias.reshape(HEADS, HEAD_DIM)]
-        )
-    kernel, bias = ours.output_dense.get_weights()
-    theirs._output_dense.set_weights([kernel.reshape(HEADS, HEAD_DIM, D_MODEL), bias])
+    copy_attention_weights(ours, theirs, D_MODEL, HEADS)
 
 
 def copy_feed_forward_and_norms(ours, theirs, pairs):
