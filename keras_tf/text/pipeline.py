@@ -194,7 +194,9 @@ def _overlong(source_len, target_len, max_source_length, max_target_length):
 
 
 def _count_overlong(source_len, target_len, max_source_length, max_target_length, action):
-    source_over, target_over = _overlong(source_len, target_len, max_source_length, max_target_length)
+    source_over, target_over = _overlong(
+        source_len, target_len, max_source_length, max_target_length
+    )
     return OverlongStats(
         pairs=len(source_over),
         source_overlong=int(source_over.sum()),
@@ -328,7 +330,9 @@ def make_dataset(
     _check_max_length("max_source_length", max_source_length)
     _check_max_length("max_target_length", max_target_length)
     if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
-        raise ValueError(f"batch_size must be a positive integer; received batch_size={batch_size!r}")
+        raise ValueError(
+            f"batch_size must be a positive integer; received batch_size={batch_size!r}"
+        )
     max_length = max(max_source_length, max_target_length)
     if bucket_boundaries is None:
         bucket_boundaries = default_bucket_boundaries(max_length)

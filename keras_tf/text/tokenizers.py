@@ -456,7 +456,9 @@ class Seq2SeqTokenizers(tf.Module):
                 f"format_version={config.get('format_version')!r}"
             )
         if config.get("kind") not in KINDS:
-            raise ValueError(f"{path}: kind must be one of {KINDS}; received {config.get('kind')!r}")
+            raise ValueError(
+                f"{path}: kind must be one of {KINDS}; received kind={config.get('kind')!r}"
+            )
 
         def read(side):
             file_path = os.path.join(directory, config["files"][side])

@@ -14,7 +14,12 @@ MULTILINGUAL = [
     "שלום עולם",  # Hebrew, right to left
 ]
 ENGLISH = ["the file is open", "save the notebook", "open a new terminal", "close the tab"]
-FRENCH = ["le fichier est ouvert", "enregistrer le notebook", "ouvrir un terminal", "fermer l'onglet"]
+FRENCH = [
+    "le fichier est ouvert",
+    "enregistrer le notebook",
+    "ouvrir un terminal",
+    "fermer l'onglet",
+]
 
 
 def training_corpus():

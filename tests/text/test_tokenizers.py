@@ -101,9 +101,11 @@ def test_detokenize_stops_at_end_and_drops_start_and_padding(tokenizers):
     assert decode(tokenizers.detokenize_target(framed)) == expected
     # int64 and ragged ids are accepted too.
     assert decode(tokenizers.detokenize_target(tf.cast(framed, tf.int64))) == expected
-    assert decode(tokenizers.detokenize_target(tokenizers.tokenize_target(MULTILINGUAL[:2]))) == expected
+    ragged = tokenizers.tokenize_target(MULTILINGUAL[:2])
+    assert decode(tokenizers.detokenize_target(ragged)) == expected
     # A row that is only END or padding detokenizes to "".
-    assert decode(tokenizers.detokenize_target(tf.constant([[END_ID, 5], [PAD_ID, PAD_ID]]))) == ["", ""]
+    empty = tf.constant([[END_ID, 5], [PAD_ID, PAD_ID]])
+    assert decode(tokenizers.detokenize_target(empty)) == ["", ""]
 
 
 @pytest.mark.parametrize("shared", [True, False])
@@ -227,7 +229,8 @@ def test_foreign_reserved_ids_are_rejected():
 def test_setting_the_seed_does_not_break_tokenizers(tokenizers):
     # tf.random.set_seed clears the eager kernel cache, which deletes
     # kernel-owned TF-Text resources (tensorflow/text#570).
-    dataset = tf.data.Dataset.from_tensor_slices(MULTILINGUAL).batch(8).map(tokenizers.tokenize_source)
+    dataset = tf.data.Dataset.from_tensor_slices(MULTILINGUAL).batch(8)
+    dataset = dataset.map(tokenizers.tokenize_source)
     before = [ids.to_list() for ids in dataset]
     tf.random.set_seed(7)
     assert [ids.to_list() for ids in dataset] == before
