@@ -1,9 +1,11 @@
 """Subword tokenizers learned from the training corpus, run as TF-Text ops.
 
 The vocabularies are learned with keras-hub (`compute_sentence_piece_proto`,
-`compute_word_piece_vocabulary`); tokenizing and detokenizing run the
-tensorflow-text kernels that keras-hub's `SentencePieceTokenizer` and
-`WordPieceTokenizer` wrap, so they work in eager code, in `tf.data` maps and
+`compute_word_piece_vocabulary`) and held by keras-hub's
+`SentencePieceTokenizer` and `WordPieceTokenizer`. Tokenizing and
+detokenizing run tensorflow-text kernels (`SentencepieceTokenizer`, built
+in each traced graph from the keras-hub tokenizer's proto, and keras-hub's
+`FastWordpieceTokenizer`), so they work in eager code, in `tf.data` maps and
 inside an exported SavedModel (TF Serving ships the TF-Text ops).
 
 Both kinds reserve the ids of `keras_tf.models.config`:
