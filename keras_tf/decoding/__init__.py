@@ -1,0 +1,30 @@
+"""Autoregressive decoding: model-agnostic loops over a step function, and `generate`."""
+
+from keras_tf.decoding.beam_search import beam_search, gnmt_length_penalty, tile_beams
+from keras_tf.decoding.generate import (
+    Generation,
+    compiled_functions,
+    generate,
+    greedy_search_uncached,
+    make_step_fn,
+    source_bucket,
+)
+from keras_tf.decoding.greedy import decode_token_by_token, greedy_search
+from keras_tf.decoding.sampling import sample_search, top_k_filter, top_p_filter
+
+__all__ = [
+    "Generation",
+    "beam_search",
+    "compiled_functions",
+    "decode_token_by_token",
+    "generate",
+    "gnmt_length_penalty",
+    "greedy_search",
+    "greedy_search_uncached",
+    "make_step_fn",
+    "sample_search",
+    "source_bucket",
+    "tile_beams",
+    "top_k_filter",
+    "top_p_filter",
+]

@@ -1,0 +1,351 @@
+"""`generate` for `Seq2SeqTransformer`: checks, source-length buckets, one XLA program per shape.
+
+This is the TensorFlow edge of decoding. The loops (`greedy.py`,
+`beam_search.py`, `sampling.py`) are written with `keras.ops` over a step
+function; here they are fed the model's `encoder`, `cross_attention_cache`
+and `decoder_step` sub-models and compiled with `tf.function(jit_compile=True)`.
+
+One compiled function is kept per model and per (batch size, source bucket,
+max_length, method and its settings). Sources are padded to the next power
+of two (at least 16, at most `max_source_length`), so varying inputs reuse a
+few compiled shapes. Padding the source changes nothing: padded positions
+are masked out of every attention.
+"""
+
+import collections
+import dataclasses
+import functools
+import weakref
+
+import keras
+import numpy as np
+import tensorflow as tf
+from keras import ops
+
+from keras_tf.decoding.beam_search import beam_search, check_beam_size, tile_beams
+from keras_tf.decoding.greedy import check_max_length, exclude_padding, greedy_search
+from keras_tf.decoding.sampling import sample_search
+from keras_tf.models.config import END_ID, PAD_ID, START_ID
+
+METHODS = ("greedy", "beam", "top_k", "top_p")
+
+Generation = collections.namedtuple("Generation", ["tokens", "scores"])
+Generation.__doc__ = """What `generate` returns (numpy arrays).
+
+tokens: int32 `[batch, max_length]` (or `[batch, beam_size, max_length]` with
+    `return_all_beams`): generated ids, start token excluded, end token
+    included, padding (0) after it.
+scores: float32 `[batch]` (or `[batch, beam_size]`): summed log-probabilities;
+    for beam search divided by the GNMT length penalty.
+"""
+
+
+def source_bucket(length, max_source_length, minimum=16):
+    """The padded source length: the next power of two >= `length`, in [minimum, max_source_length].
+
+    Example:
+        >>> source_bucket(17, 256), source_bucket(3, 256), source_bucket(200, 200)
+        (32, 16, 200)
+    """
+    bucket = minimum
+    while bucket < length:
+        bucket *= 2
+    return min(bucket, max_source_length)
+
+
+def make_step_fn(model, encoder_tokens, cross_attention_cache):
+    """The step function of `model` for a fixed source batch.
+
+    Args:
+        model: a `Seq2SeqTransformer`.
+        encoder_tokens: int32 `[batch, S]`, for the source padding mask.
+        cross_attention_cache: `model.cross_attention_cache(memory)`.
+
+    Returns:
+        `step_fn(tokens [batch, 1], self_attention_cache, index) ->
+        (logits [batch, V], self_attention_cache)`.
+    """
+
+    def step_fn(tokens, cache, index):
+        logits, cache = model.decoder_step(
+            {
+                "decoder_tokens": tokens,
+                "encoder_tokens": encoder_tokens,
+                "cross_attention_cache": cross_attention_cache,
+                "self_attention_cache": cache,
+                "cache_index": index,
+            }
+        )
+        return logits[:, -1, :], cache
+
+    return step_fn
+
+
+@dataclasses.dataclass(frozen=True)
+class _Settings:
+    """Everything but the source tokens that shapes the compiled program."""
+
+    max_length: int
+    method: str
+    beam_size: int
+    length_penalty: float
+    top_k: int
+    top_p: float
+    temperature: float
+    end_id: int
+
+
+def _decode(model, encoder_tokens, settings, seed_generator):
+    """Encoder once, cross-attention keys and values once, then the decoding loop."""
+    s = settings
+    batch_size = encoder_tokens.shape[0]
+    # memory: [batch, S, d_model]. tf.identity drops the Keras mask, which
+    # cross_attention_cache does not take (the padding mask comes from
+    # encoder_tokens in every step).
+    memory = tf.identity(model.encoder(encoder_tokens))
+    # cross: [batch, layers, 2, S, heads, head_dim]
+    cross = model.cross_attention_cache(memory)
+    loop_kwargs = dict(start_id=START_ID, end_id=s.end_id, pad_id=PAD_ID)
+    if s.method == "beam":
+        rows = batch_size * s.beam_size
+        step_fn = make_step_fn(
+            model, tile_beams(encoder_tokens, s.beam_size), tile_beams(cross, s.beam_size)
+        )
+        return beam_search(
+            step_fn,
+            model.init_self_attention_cache(rows, s.max_length),
+            batch_size,
+            s.max_length,
+            beam_size=s.beam_size,
+            length_penalty=s.length_penalty,
+            **loop_kwargs,
+        )
+    step_fn = make_step_fn(model, encoder_tokens, cross)
+    cache = model.init_self_attention_cache(batch_size, s.max_length)
+    if s.method == "greedy":
+        return greedy_search(step_fn, cache, batch_size, s.max_length, **loop_kwargs)
+    return sample_search(
+        step_fn,
+        cache,
+        batch_size,
+        s.max_length,
+        seed_generator,
+        top_k=s.top_k if s.method == "top_k" else None,
+        top_p=s.top_p if s.method == "top_p" else None,
+        temperature=s.temperature,
+        **loop_kwargs,
+    )
+
+
+class _Compiled:
+    """One XLA-compiled decoding function and the number of times it was traced."""
+
+    def __init__(self, model, settings):
+        self.traces = 0
+        # Sampling reads its random stream from here; `generate` sets the
+        # state from the seed before each call.
+        self.seed_generator = keras.random.SeedGenerator(0)
+
+        # A weak reference: this entry lives in a dict keyed weakly by the model.
+        self.model_ref = weakref.ref(model)
+        self.settings = settings
+        # A partial, not a closure: tf.function keys its retracing warning on
+        # the function's code, which all closures would share. No autograph:
+        # the loops are explicit `ops.while_loop`s.
+        self.function = tf.function(
+            functools.partial(self._trace), jit_compile=True, autograph=False
+        )
+
+    def _trace(self, encoder_tokens):
+        self.traces += 1
+        return _decode(self.model_ref(), encoder_tokens, self.settings, self.seed_generator)
+
+
+# model -> {(batch, source bucket, settings): _Compiled}
+_COMPILED = weakref.WeakKeyDictionary()
+
+
+def compiled_functions(model):
+    """The compiled decoders of `model`: `{(batch, source_bucket, settings): traces}`."""
+    return {key: entry.traces for key, entry in _COMPILED.get(model, {}).items()}
+
+
+def _check_encoder_tokens(model, encoder_tokens):
+    c = model.config
+    tokens = np.asarray(keras.ops.convert_to_numpy(encoder_tokens))
+    if not np.issubdtype(tokens.dtype, np.integer):
+        raise TypeError(
+            f"encoder_tokens must be integer token ids; received dtype {tokens.dtype}"
+        )
+    if tokens.ndim != 2:
+        raise ValueError(
+            f"encoder_tokens must have rank 2 [batch, source_length]; received shape "
+            f"{tokens.shape}"
+        )
+    if tokens.shape[0] == 0 or tokens.shape[1] == 0:
+        raise ValueError(
+            f"encoder_tokens is empty; received shape {tokens.shape}, expected at "
+            "least one sequence of at least one token"
+        )
+    if tokens.shape[1] > c.max_source_length:
+        raise ValueError(
+            f"encoder_tokens has {tokens.shape[1]} tokens per sequence, more than the "
+            f"model's max_source_length={c.max_source_length}"
+        )
+    low, high = int(tokens.min()), int(tokens.max())
+    if low < 0 or high >= c.source_vocabulary_size:
+        raise ValueError(
+            f"encoder_tokens must be ids in [0, {c.source_vocabulary_size}); received "
+            f"ids in [{low}, {high}]"
+        )
+    return tokens.astype("int32")
+
+
+def _check_settings(model, max_length, method, beam_size, top_k, top_p, temperature):
+    c = model.config
+    check_max_length(max_length)
+    if max_length > c.max_target_length:
+        raise ValueError(
+            f"max_length={max_length} is beyond the model's positional range: "
+            f"max_target_length={c.max_target_length}"
+        )
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {METHODS}; received method={method!r}")
+    if method == "beam":
+        check_beam_size(beam_size)
+        if 2 * beam_size > c.target_vocabulary_size:
+            raise ValueError(
+                f"beam_size={beam_size} needs 2 * beam_size <= the target vocabulary "
+                f"size {c.target_vocabulary_size}"
+            )
+    if method == "top_k" and (
+        isinstance(top_k, bool) or not isinstance(top_k, int)
+        or not 1 <= top_k <= c.target_vocabulary_size
+    ):
+        raise ValueError(
+            f"top_k must be an integer in [1, {c.target_vocabulary_size}]; "
+            f"received top_k={top_k!r}"
+        )
+    if method == "top_p" and not 0.0 < top_p <= 1.0:
+        raise ValueError(f"top_p must be in (0, 1]; received top_p={top_p!r}")
+    if method in ("top_k", "top_p") and not temperature > 0.0:
+        raise ValueError(f"temperature must be positive; received temperature={temperature!r}")
+
+
+def generate(
+    model,
+    encoder_tokens,
+    max_length=None,
+    method="greedy",
+    beam_size=4,
+    length_penalty=0.6,
+    top_k=50,
+    top_p=0.9,
+    temperature=1.0,
+    seed=None,
+    return_all_beams=False,
+    end_id=END_ID,
+):
+    """Generate target token ids for a batch of sources, cached and compiled with XLA.
+
+    Args:
+        model: a `Seq2SeqTransformer`.
+        encoder_tokens: int `[batch, source_length]` source ids, padded with 0.
+        max_length: number of tokens to generate at most, at most the
+            model's `max_target_length`. Defaults to `max_target_length`.
+        method: "greedy", "beam", "top_k" or "top_p". Defaults to "greedy".
+        beam_size: hypotheses kept by beam search. Defaults to 4.
+        length_penalty: α of the GNMT length penalty ((5 + len) / 6)^α of
+            beam search. Defaults to 0.6.
+        top_k: tokens kept by "top_k" sampling. Defaults to 50.
+        top_p: probability mass kept by "top_p" sampling. Defaults to 0.9.
+        temperature: divides the logits before sampling. Defaults to 1.
+        seed: int seed of sampling; the same seed gives the same tokens.
+            Defaults to None (a fresh seed from numpy's global generator).
+        return_all_beams: return all beam_size hypotheses of beam search,
+            best first. Defaults to False (the best one).
+        end_id: the token that ends a sequence; None generates exactly
+            `max_length` tokens. Defaults to `END_ID`.
+
+    Returns:
+        A `Generation(tokens, scores)` of numpy arrays.
+
+    Example:
+        >>> import numpy as np
+        >>> from keras_tf.models import Seq2SeqTransformer, get_preset
+        >>> model = Seq2SeqTransformer(get_preset("transformer_tiny"))
+        >>> out = generate(model, np.array([[5, 6, 7, 3]]), max_length=8)
+        >>> out.tokens.shape, out.scores.shape
+        ((1, 8), (1,))
+    """
+    c = model.config
+    max_length = c.max_target_length if max_length is None else max_length
+    _check_settings(model, max_length, method, beam_size, top_k, top_p, temperature)
+    tokens = _check_encoder_tokens(model, encoder_tokens)
+    batch_size, source_length = tokens.shape
+    bucket = source_bucket(source_length, c.max_source_length)
+    tokens = np.pad(tokens, ((0, 0), (0, bucket - source_length)), constant_values=PAD_ID)
+
+    settings = _Settings(
+        max_length=max_length,
+        method=method,
+        beam_size=beam_size if method == "beam" else 0,
+        length_penalty=float(length_penalty) if method == "beam" else 0.0,
+        top_k=top_k if method == "top_k" else 0,
+        top_p=float(top_p) if method == "top_p" else 0.0,
+        temperature=float(temperature) if method in ("top_k", "top_p") else 1.0,
+        end_id=end_id,
+    )
+    key = (batch_size, bucket, settings)
+    compiled = _COMPILED.setdefault(model, {})
+    if key not in compiled:
+        compiled[key] = _Compiled(model, settings)
+    entry = compiled[key]
+    if method in ("top_k", "top_p"):
+        if seed is None:
+            seed = int(np.random.randint(0, 2**31 - 1))
+        entry.seed_generator.state.assign(
+            np.array([seed, 0], dtype=entry.seed_generator.state.dtype)
+        )
+    out_tokens, scores = entry.function(ops.convert_to_tensor(tokens, dtype="int32"))
+    out_tokens = np.asarray(ops.convert_to_numpy(out_tokens))
+    scores = np.asarray(ops.convert_to_numpy(scores))
+    if method == "beam" and not return_all_beams:
+        out_tokens, scores = out_tokens[:, 0], scores[:, 0]
+    return Generation(out_tokens, scores)
+
+
+def greedy_search_uncached(model, encoder_tokens, max_length, end_id=END_ID):
+    """Greedy decoding the tutorials' way: the full model on the whole prefix at every step.
+
+    The reference that cached decoding must equal, and the baseline of
+    `benchmarks/decode_speed.py`. Runs eagerly, without source buckets; the
+    work of step t grows with t, so a sequence costs O(length²) decoder
+    positions (and O(length³) attention scores).
+
+    Returns:
+        A `Generation(tokens, scores)` of numpy arrays, as `generate(...,
+        method="greedy")` returns.
+    """
+    encoder_tokens = ops.convert_to_tensor(np.asarray(encoder_tokens), dtype="int32")
+    batch_size = encoder_tokens.shape[0]
+    prefix = np.full((batch_size, 1), START_ID, dtype="int32")
+    finished = np.zeros((batch_size,), dtype=bool)
+    scores = np.zeros((batch_size,), dtype="float32")
+    for _ in range(max_length):
+        logits = model(
+            {"encoder_tokens": encoder_tokens, "decoder_tokens": ops.convert_to_tensor(prefix)}
+        )
+        logits = logits[:, -1, :]
+        picked = ops.convert_to_numpy(ops.argmax(exclude_padding(logits), axis=-1))
+        log_probs = ops.convert_to_numpy(ops.log_softmax(logits, axis=-1))
+        picked = np.where(finished, PAD_ID, picked).astype("int32")
+        scores += np.where(finished, 0.0, log_probs[np.arange(batch_size), picked])
+        prefix = np.concatenate([prefix, picked[:, None]], axis=1)
+        if end_id is not None:
+            finished |= picked == end_id
+            if finished.all():
+                break
+    tokens = np.full((batch_size, max_length), PAD_ID, dtype="int32")
+    tokens[:, : prefix.shape[1] - 1] = prefix[:, 1:]
+    return Generation(tokens, scores)

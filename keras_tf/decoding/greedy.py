@@ -1,0 +1,140 @@
+"""Token-by-token decoding over a step function: greedy search, and the loop that sampling shares.
+
+The loop knows nothing about the model. It calls
+`step_fn(tokens, cache, index) -> (logits, cache)` where `tokens` is the
+int32 `[batch, 1]` token at position `index` (an int32 scalar tensor),
+`cache` is any nest of tensors with a fixed shape (for the Transformer, the
+self-attention keys and values, updated in place at `index`), and `logits`
+is float32 `[batch, vocabulary]` for the token at position `index + 1`.
+Decoding starts with `start_id` at position 0.
+"""
+
+from keras import ops
+
+from keras_tf.models.config import END_ID, PAD_ID, START_ID
+
+
+def check_max_length(max_length):
+    if isinstance(max_length, bool) or not isinstance(max_length, int) or max_length < 1:
+        raise ValueError(
+            f"max_length must be a positive integer (the number of tokens to "
+            f"generate); received max_length={max_length!r}"
+        )
+
+
+def exclude_padding(logits, pad_id=PAD_ID):
+    """Set the padding token's logit to a large negative number, so it is never picked.
+
+    Padding means "no token" to the model's masks, so a generated padding id
+    would be hidden from the following steps of an uncached pass but not
+    from the cache. fairseq excludes it the same way.
+    """
+    is_pad = ops.equal(ops.arange(ops.shape(logits)[-1]), pad_id)
+    return ops.where(is_pad[None, :], -1e9, logits)
+
+
+def decode_token_by_token(
+    step_fn,
+    initial_cache,
+    batch_size,
+    max_length,
+    pick_fn,
+    start_id=START_ID,
+    end_id=END_ID,
+    pad_id=PAD_ID,
+):
+    """Pick one token per step with `pick_fn` until every sequence has ended.
+
+    Args:
+        step_fn: `(tokens [batch, 1], cache, index) -> (logits [batch, V], cache)`.
+        initial_cache: the cache before the first step.
+        batch_size: number of sequences (a Python int).
+        max_length: number of tokens to generate at most (a Python int).
+        pick_fn: `(logits [batch, V] float32, index) -> int32 [batch]`; the
+            padding logit is masked before it.
+        start_id: the token fed at position 0.
+        end_id: the token that ends a sequence; None generates exactly
+            `max_length` tokens.
+        pad_id: what follows the end token in the output.
+
+    Returns:
+        `(tokens, scores)`: int32 `[batch, max_length]`, the generated tokens
+        (the start token excluded, the end token included, `pad_id` after
+        it), and float32 `[batch]`, the sum of the model's log-probabilities
+        of the generated tokens.
+    """
+    check_max_length(max_length)
+    # tokens: [batch, max_length]; last: [batch, 1]; finished, scores: [batch]
+    tokens = ops.full((batch_size, max_length), pad_id, dtype="int32")
+    last = ops.full((batch_size, 1), start_id, dtype="int32")
+    finished = ops.zeros((batch_size,), dtype="bool")
+    scores = ops.zeros((batch_size,), dtype="float32")
+    index = ops.convert_to_tensor(0, dtype="int32")
+
+    def cond(index, tokens, last, finished, scores, cache):
+        return ops.logical_not(ops.all(finished))
+
+    def body(index, tokens, last, finished, scores, cache):
+        logits, cache = step_fn(last, cache, index)
+        logits = ops.cast(logits, "float32")
+        picked = ops.cast(pick_fn(exclude_padding(logits, pad_id), index), "int32")
+        log_probs = ops.log_softmax(logits, axis=-1)
+        picked_log_probs = ops.take_along_axis(log_probs, picked[:, None], axis=1)[:, 0]
+        # A finished sequence keeps its score and is padded from here on.
+        picked = ops.where(finished, pad_id, picked)
+        scores = scores + ops.where(finished, 0.0, picked_log_probs)
+        tokens = ops.slice_update(tokens, [0, index], picked[:, None])
+        if end_id is not None:
+            finished = ops.logical_or(finished, ops.equal(picked, end_id))
+        return index + 1, tokens, picked[:, None], finished, scores, cache
+
+    _, tokens, _, _, scores, _ = ops.while_loop(
+        cond,
+        body,
+        (index, tokens, last, finished, scores, initial_cache),
+        maximum_iterations=max_length,
+    )
+    return tokens, scores
+
+
+def greedy_search(
+    step_fn,
+    initial_cache,
+    batch_size,
+    max_length,
+    start_id=START_ID,
+    end_id=END_ID,
+    pad_id=PAD_ID,
+):
+    """Greedy decoding: the most probable token (other than padding) at every step.
+
+    Args:
+        step_fn: `(tokens [batch, 1], cache, index) -> (logits [batch, V], cache)`.
+        initial_cache: the cache before the first step (any nest of tensors).
+        batch_size: number of sequences.
+        max_length: number of tokens to generate at most.
+        start_id: the token fed at position 0. Defaults to `START_ID`.
+        end_id: the token that ends a sequence; None disables stopping.
+            Defaults to `END_ID`.
+        pad_id: what follows the end token. Defaults to `PAD_ID`.
+
+    Returns:
+        `(tokens [batch, max_length] int32, scores [batch] float32)`, the
+        scores being the model's summed log-probabilities.
+
+    Example:
+        >>> from keras import ops
+        >>> def step_fn(tokens, cache, index):  # always predicts token 3 (END)
+        ...     return ops.one_hot(ops.full((2,), 3), 5) * 10.0, cache
+        >>> tokens, scores = greedy_search(step_fn, (), batch_size=2, max_length=4)
+        >>> ops.convert_to_numpy(tokens).tolist()
+        [[3, 0, 0, 0], [3, 0, 0, 0]]
+    """
+
+    def argmax(logits, index):
+        return ops.argmax(logits, axis=-1)
+
+    return decode_token_by_token(
+        step_fn, initial_cache, batch_size, max_length, argmax,
+        start_id=start_id, end_id=end_id, pad_id=pad_id,
+    )
