@@ -148,17 +148,20 @@ def train(
     with strategy.scope():
         model = Seq2SeqTransformer(config, dtype=mixed_precision)
         model.compile(
-            optimizer=_make_optimizer(config, learning_rate, warmup_steps),
+            optimizer=_make_optimizer(config, learning_rate, warmup_steps, mixed_precision),
             loss=MaskedSparseCategoricalCrossentropy(label_smoothing=label_smoothing),
             metrics=[MaskedTokenAccuracy()],
             jit_compile=resolve_jit_compile(jit_compile, strategy),
         )
+        # Built now, the optimizer's variables are not created while the
+        # train step is traced, which would trace it twice.
+        model.optimizer.build(model.trainable_variables)
     prepare_for_strategy(model, train_set.element_spec)
     best = math.inf
     if state:
         # Every worker restores from the chief's backup: `out_dir` must be on
         # a file system that all workers can read.
-        _restore_backup(model, strategy, backup_dir, state)
+        model.load_weights(os.path.join(backup_dir, state["weights"]))
         best = state["best"]
         logger.info("Resuming from %s after epoch %d", backup_dir, initial_epoch)
 
@@ -209,10 +212,20 @@ def _as_config(model_config):
     )
 
 
-def _make_optimizer(config, learning_rate, warmup_steps):
+def _make_optimizer(config, learning_rate, warmup_steps, mixed_precision):
     if learning_rate is None:
-        return transformer_adam(config.d_model, warmup_steps)
-    return keras.optimizers.Adam(learning_rate, beta_1=0.9, beta_2=0.98, epsilon=1e-9)
+        optimizer = transformer_adam(config.d_model, warmup_steps)
+    else:
+        optimizer = keras.optimizers.Adam(
+            learning_rate, beta_1=0.9, beta_2=0.98, epsilon=1e-9
+        )
+    if mixed_precision == "mixed_float16":
+        # float16 gradients underflow without loss scaling. `compile` would
+        # wrap the optimizer itself only if the model's own policy were
+        # mixed_float16; a functional model keeps float32 and passes the
+        # policy to its layers.
+        optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
+    return optimizer
 
 
 # --- input data ---
@@ -342,14 +355,6 @@ def _read_backup_state(backup_dir):
         state = json.loads(f.read())
     state["best"] = float(state["best"])  # json writes inf as Infinity
     return state
-
-
-def _restore_backup(model, strategy, backup_dir, state):
-    with strategy.scope():
-        if not model.optimizer.built:
-            # Optimizer variables must exist for load_weights to fill them.
-            model.optimizer.build(model.trainable_variables)
-    model.load_weights(os.path.join(backup_dir, state["weights"]))
 
 
 def _write_atomically(path, write):

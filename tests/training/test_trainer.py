@@ -1,0 +1,139 @@
+"""`train` on one device: its files, its rerun behaviour, its inputs and its errors."""
+
+import json
+import os
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import keras_tf.training  # noqa: F401  (registers the loss and metric for load_model)
+from keras_tf.models import TransformerConfig, get_preset
+from keras_tf.training import make_reverse_task
+from keras_tf.training.trainer import _shuffled_epochs, train
+
+FAST = dict(batch_size=32, learning_rate=3e-3, jit_compile=False, verbose=0)
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """Two epochs on the reverse task, with validation."""
+    out_dir = tmp_path_factory.mktemp("trained")
+    model, history = train(
+        "transformer_tiny", make_reverse_task(256), make_reverse_task(64, seed=1),
+        out_dir=str(out_dir), epochs=2, **FAST,
+    )
+    return out_dir, model, history
+
+
+def test_writes_config_best_model_backup_and_history(trained):
+    out_dir, model, history = trained
+    assert sorted(os.listdir(out_dir)) == ["backup", "config.json", "history.csv", "model.keras"]
+    config = json.loads((out_dir / "config.json").read_text())
+    assert TransformerConfig.from_dict(config) == get_preset("transformer_tiny")
+
+    # val_loss fell in the second epoch, so the best model is the final one.
+    assert history.history["val_loss"][1] < history.history["val_loss"][0]
+    best = keras.models.load_model(out_dir / "model.keras")
+    for a, b in zip(best.get_weights(), model.get_weights()):
+        np.testing.assert_array_equal(a, b)
+
+    state = json.loads((out_dir / "backup" / "state.json").read_text())
+    assert state == {
+        "epoch": 2,
+        "weights": "epoch-0002.weights.h5",
+        "best": pytest.approx(history.history["val_loss"][1]),
+    }
+    assert sorted(os.listdir(out_dir / "backup")) == ["epoch-0002.weights.h5", "state.json"]
+    rows = (out_dir / "history.csv").read_text().splitlines()
+    assert rows[0].split(",") == [
+        "epoch", "loss", "masked_accuracy", "val_loss", "val_masked_accuracy"
+    ]
+    assert [row.split(",")[0] for row in rows[1:]] == ["0", "1"]
+
+
+def test_rerun_restores_and_continues(trained, tmp_path):
+    out_dir, model, _ = trained
+    # A copy, so the module's run stays as it was.
+    tf.io.gfile.makedirs(str(tmp_path / "backup"))
+    for name in ("backup/state.json", "backup/epoch-0002.weights.h5", "history.csv"):
+        tf.io.gfile.copy(str(out_dir / name), str(tmp_path / name))
+
+    # The same command after a finished run trains nothing and returns the final weights.
+    again, history = train(
+        "transformer_tiny", make_reverse_task(256), make_reverse_task(64, seed=1),
+        out_dir=str(tmp_path), epochs=2, **FAST,
+    )
+    assert history.epoch == []
+    for a, b in zip(again.get_weights(), model.get_weights()):
+        np.testing.assert_array_equal(a, b)
+    # The optimizer state came back too: Adam's step count.
+    assert int(again.optimizer.iterations) == int(model.optimizer.iterations) == 16
+
+    # More epochs continue from there.
+    _, history = train(
+        "transformer_tiny", make_reverse_task(256), make_reverse_task(64, seed=1),
+        out_dir=str(tmp_path), epochs=3, **FAST,
+    )
+    assert history.epoch == [2]
+    assert json.loads((tmp_path / "backup" / "state.json").read_text())["epoch"] == 3
+
+
+def test_accepts_a_tf_data_dataset(tmp_path):
+    # The text pipeline's form: batches of ({"encoder_tokens", "decoder_tokens"}, labels).
+    inputs, labels = make_reverse_task(128)
+    dataset = tf.data.Dataset.from_tensor_slices((inputs, labels)).batch(32)
+    model, history = train(
+        get_preset("transformer_tiny").to_dict(), dataset.repeat(), out_dir=str(tmp_path),
+        epochs=2, steps_per_epoch=3, learning_rate=3e-3, jit_compile=False, verbose=0,
+    )
+    assert history.epoch == [0, 1]
+    assert int(model.optimizer.iterations) == 6
+    assert np.isfinite(history.history["loss"]).all()
+
+
+def test_epochs_are_permutations_keyed_on_seed_and_epoch():
+    arrays = ({"x": np.arange(10)}, np.arange(10))
+
+    def epochs(seed, start, stop):
+        batches = [labels.numpy().tolist() for _, labels in _shuffled_epochs(arrays, 3, seed, range(start, stop))]
+        return [sum(batches[i : i + 3], []) for i in range(0, len(batches), 3)]
+
+    run = epochs(seed=0, start=0, stop=3)
+    assert all(len(set(epoch)) == 9 for epoch in run)  # 3 full batches of distinct examples
+    assert run[0] != run[1] != run[2]
+    assert epochs(seed=0, start=1, stop=3) == run[1:]  # a resumed run reads the same epochs
+    assert epochs(seed=1, start=0, stop=1) != run[:1]
+    for inputs, labels in _shuffled_epochs(arrays, 3, 0, range(0, 1)):
+        np.testing.assert_array_equal(inputs["x"], labels)  # rows stay together
+
+
+@pytest.mark.parametrize(
+    "kwargs, error, message",
+    [
+        (dict(mixed_precision="float16"), ValueError, "mixed_precision must be None or one of"),
+        (dict(strategy="ring"), ValueError, "Unknown strategy 'ring'"),
+        (dict(epochs=0), ValueError, "epochs must be a positive integer; received 0"),
+        (dict(batch_size=None), ValueError, "needs a positive integer batch_size; received None"),
+        (dict(batch_size=64), ValueError, "fewer examples than one batch; received 32 examples"),
+        (dict(steps_per_epoch=2), ValueError, "steps_per_epoch applies to a tf.data.Dataset"),
+        (dict(model_config=3), TypeError, "model_config must be a TransformerConfig"),
+        (dict(model_config="transformer_huge"), ValueError, "Unknown preset 'transformer_huge'"),
+        (dict(train_data=[1, 2, 3]), TypeError, "must be a tf.data.Dataset or a pair"),
+    ],
+)
+def test_rejects_bad_arguments(tmp_path, kwargs, error, message):
+    arguments = dict(
+        model_config="transformer_tiny", train_data=make_reverse_task(32),
+        out_dir=str(tmp_path), batch_size=32,
+    )
+    arguments.update(kwargs)
+    with pytest.raises(error, match=message):
+        train(**arguments)
+
+
+def test_batch_size_is_for_numpy_data_only(tmp_path):
+    dataset = tf.data.Dataset.from_tensor_slices(make_reverse_task(32)).batch(8)
+    with pytest.raises(ValueError, match="batch_size applies to numpy data"):
+        train("transformer_tiny", dataset, out_dir=str(tmp_path), batch_size=8)
