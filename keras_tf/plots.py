@@ -1,0 +1,135 @@
+"""Figures: the training curve, a cross-attention heatmap, the positional-encoding matrix.
+
+Drawn with matplotlib's object API (`matplotlib.figure.Figure`, saved through
+the Agg canvas): no display, no pyplot state shared between calls. Each
+figure has a fixed size in pixels, `<NAME>_SIZE` inches times `DPI`.
+matplotlib comes with the `.[demo]` extra.
+"""
+
+import csv
+
+import numpy as np
+from matplotlib.figure import Figure
+
+DPI = 100
+TRAINING_CURVE_SIZE = (10, 4)  # inches: 1000 x 400 pixels
+ATTENTION_SIZE = (9, 7)  # 900 x 700
+POSITIONAL_ENCODING_SIZE = (9, 5)  # 900 x 500
+
+
+def read_history(path):
+    """The `history.csv` that training writes, as `{column: [float per epoch]}`.
+
+    Example:
+        >>> import pathlib, tempfile
+        >>> path = pathlib.Path(tempfile.mkdtemp()) / "history.csv"
+        >>> _ = path.write_text("epoch,loss\\n0,2.5\\n1,1.5\\n")
+        >>> read_history(path)
+        {'epoch': [0.0, 1.0], 'loss': [2.5, 1.5]}
+    """
+    with open(path, newline="", encoding="utf-8") as file:
+        rows = list(csv.DictReader(file))
+    if not rows:
+        raise ValueError(f"{path} holds no finished epoch")
+    return {name: [float(row[name]) for row in rows] for name in rows[0]}
+
+
+def training_curve(history, path, *, title="Training curve"):
+    """Plot loss and masked token accuracy per epoch, training and validation, to a PNG.
+
+    Args:
+        history: `{name: [value per epoch]}`, as `read_history` or Keras's
+            `History.history` gives: `loss`, `val_loss`, `masked_accuracy`,
+            `val_masked_accuracy`; an `epoch` list (0-based) is optional.
+        path: the PNG to write.
+        title: the figure title.
+
+    Returns:
+        `path`.
+    """
+    count = len(history["loss"])
+    epochs = np.asarray(history.get("epoch", range(count)), dtype=float) + 1
+    figure = Figure(figsize=TRAINING_CURVE_SIZE, dpi=DPI, layout="constrained")
+    loss_axes, accuracy_axes = figure.subplots(1, 2)
+    panels = (
+        (loss_axes, "loss", "loss (label-smoothed cross-entropy)"),
+        (accuracy_axes, "masked_accuracy", "masked token accuracy"),
+    )
+    for axes, name, label in panels:
+        for key, split in ((name, "training"), (f"val_{name}", "validation")):
+            if key in history:
+                axes.plot(epochs, history[key], marker="o", markersize=3, label=split)
+        axes.set_xlabel("epoch")
+        axes.set_ylabel(label)
+        axes.grid(alpha=0.3)
+        axes.legend()
+    accuracy_axes.set_ylim(0, 1)
+    figure.suptitle(title)
+    figure.savefig(path, dpi=DPI)
+    return path
+
+
+def attention_heatmap(weights, source_tokens, target_tokens, path, *, title):
+    """Plot cross-attention weights as a heatmap, generated tokens × source tokens, to a PNG.
+
+    Args:
+        weights: float `[len(target_tokens), len(source_tokens)]`; row t is
+            the attention over the source while generating `target_tokens[t]`.
+        source_tokens: the source subword pieces, the columns.
+        target_tokens: the generated pieces, the rows.
+        path: the PNG to write.
+        title: the figure title, e.g. which layer and head.
+
+    Returns:
+        `path`.
+    """
+    weights = np.asarray(weights, dtype=float)
+    expected = (len(target_tokens), len(source_tokens))
+    if weights.shape != expected:
+        raise ValueError(
+            f"weights must have shape [target tokens, source tokens] = {expected}; "
+            f"received {weights.shape}"
+        )
+    figure = Figure(figsize=ATTENTION_SIZE, dpi=DPI, layout="constrained")
+    axes = figure.subplots()
+    image = axes.imshow(weights, cmap="viridis", vmin=0.0, aspect="auto", interpolation="nearest")
+    # Long sentences get smaller labels, so every token keeps its tick.
+    font_size = float(np.clip(360 / max(expected), 5, 11))
+    axes.set_xticks(range(len(source_tokens)), source_tokens, rotation=90, fontsize=font_size)
+    axes.set_yticks(range(len(target_tokens)), target_tokens, fontsize=font_size)
+    axes.set_xlabel("source tokens")
+    axes.set_ylabel("generated tokens")
+    figure.colorbar(image, ax=axes, label="attention weight")
+    axes.set_title(title)
+    figure.savefig(path, dpi=DPI)
+    return path
+
+
+def positional_encoding(encoding, path):
+    """Plot a positional-encoding matrix `[positions, d_model]` as a heatmap, to a PNG.
+
+    Args:
+        encoding: float `[length, d_model]`, e.g.
+            `keras_tf.layers.positional_embedding.sinusoidal_encoding(64, 128)`.
+        path: the PNG to write.
+
+    Returns:
+        `path`.
+    """
+    encoding = np.asarray(encoding, dtype=float)
+    length, d_model = encoding.shape
+    figure = Figure(figsize=POSITIONAL_ENCODING_SIZE, dpi=DPI, layout="constrained")
+    axes = figure.subplots()
+    image = axes.imshow(
+        encoding, cmap="RdBu", vmin=-1.0, vmax=1.0, aspect="auto", interpolation="nearest"
+    )
+    axes.set_xlabel("dimension (even: sin, odd: cos)")
+    axes.set_ylabel("position")
+    figure.colorbar(image, ax=axes, label="PE(position, dimension)")
+    axes.set_title(
+        f"Sinusoidal positional encoding, d_model={d_model}, {length} positions\n"
+        r"$PE_{(pos,2i)} = \sin(pos/10000^{2i/d_{model}})$,  "
+        r"$PE_{(pos,2i+1)} = \cos(pos/10000^{2i/d_{model}})$"
+    )
+    figure.savefig(path, dpi=DPI)
+    return path
