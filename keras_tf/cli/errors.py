@@ -1,0 +1,79 @@
+"""User errors at the command line: one line on stderr, a non-zero exit, no traceback.
+
+A command raises `UserError` for a mistake the user can fix (a missing file,
+a folder that is not a model directory, an option out of range); `main`
+prints it as `keras-tf <command>: error: <message>` and exits with
+`EXIT_USER_ERROR`. argparse's own complaints take the same one-line form
+(`ArgumentParser.error`); `--help` still prints the usage.
+"""
+
+import argparse
+import os
+
+# argparse's own exit status for a bad command line.
+EXIT_USER_ERROR = 2
+
+
+class UserError(Exception):
+    """A mistake the user can fix, reported as one line without a traceback."""
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse, raising `UserError` instead of printing the usage and exiting."""
+
+    def error(self, message):
+        raise UserError(message)
+
+
+def one_line(text):
+    """`text` with its line breaks and runs of whitespace collapsed to single spaces."""
+    return " ".join(str(text).split())
+
+
+def int_in_range(low, high=None):
+    """An argparse `type`: an integer in `[low, high]` (`high=None`: no upper bound).
+
+    Example:
+        >>> int_in_range(1)("3")
+        3
+    """
+    bound = f">= {low}" if high is None else f"in [{low}, {high}]"
+
+    def parse(text):
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer {bound}; received {text!r}")
+        if value < low or (high is not None and value > high):
+            raise argparse.ArgumentTypeError(f"expected an integer {bound}; received {value}")
+        return value
+
+    parse.__name__ = "integer"
+    return parse
+
+
+def readable_file(path, option):
+    """Raise `UserError` unless `path` is a file this process can open for reading.
+
+    Args:
+        path: the path given on the command line.
+        option: the option that named it, e.g. `"--train"`, for the message.
+    """
+    if not os.path.exists(path):
+        raise UserError(f"{option}: no such file: {path}")
+    if os.path.isdir(path):
+        raise UserError(f"{option}: {path} is a directory, expected a file")
+    try:
+        with open(path, "rb"):
+            pass
+    except OSError as error:
+        raise UserError(f"{option}: cannot read {path}: {error.strerror}") from None
+
+
+def writable_file(path, option):
+    """Raise `UserError` unless `path` can be created (or overwritten) now; leaves it empty."""
+    try:
+        with open(path, "wb"):
+            pass
+    except OSError as error:
+        raise UserError(f"{option}: cannot write {path}: {error.strerror}") from None

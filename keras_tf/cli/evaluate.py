@@ -1,0 +1,59 @@
+"""Score a trained model on a held-out TSV file with sacreBLEU's BLEU and chrF.
+
+    keras-tf evaluate --model run1 --test test.tsv --beam-size 4 --output hyps.txt
+
+Translates the source side in batches (a progress bar on stderr), then
+prints sacreBLEU's corpus BLEU and chrF lines on stdout, as sacreBLEU
+prints them (default tokenizer 13a, one reference per sentence).
+"""
+
+import sys
+
+from keras_tf.cli.errors import int_in_range, writable_file
+
+
+def add_arguments(parser):
+    parser.add_argument("--model", required=True, metavar="DIR", help="from keras-tf train")
+    parser.add_argument("--test", required=True, metavar="FILE", help="source<TAB>reference, TSV")
+    parser.add_argument(
+        "--beam-size", type=int_in_range(1), default=4,
+        help="1 for greedy decoding; default: 4, the paper's",
+    )
+    parser.add_argument("--batch-size", type=int_in_range(1), default=32, help="default: 32")
+    parser.add_argument("--output", metavar="FILE", help="also write the translations here")
+    parser.add_argument(
+        "--skip-bad-lines", action="store_true",
+        help="skip malformed TSV lines (and report their count) instead of stopping",
+    )
+
+
+def score(hypotheses, references):
+    """sacreBLEU's corpus `(BLEU, CHRFScore)` of `hypotheses` against one reference each."""
+    import sacrebleu
+
+    return (
+        sacrebleu.corpus_bleu(hypotheses, [references]),
+        sacrebleu.corpus_chrf(hypotheses, [references]),
+    )
+
+
+def run(args):
+    from keras_tf.cli.batch_translation import make_translator, translate_in_batches
+    from keras_tf.cli.corpus_files import read_tsv_option
+    from keras_tf.cli.model_dir import check_model_dir, load_model_dir
+
+    check_model_dir(args.model)
+    if args.output:
+        writable_file(args.output, "--output")  # fail now, not after translating
+    test = read_tsv_option(args.test, "--test", args.skip_bad_lines)
+    trained = load_model_dir(args.model)
+    translator = make_translator(trained.model, trained.tokenizers, args.beam_size)
+    hypotheses = translate_in_batches(translator, test.sources, args.batch_size, progress=True)
+    if args.output:
+        with open(args.output, "w", encoding="utf-8", newline="\n") as file:
+            file.writelines(line + "\n" for line in hypotheses)
+    bleu, chrf = score(hypotheses, test.targets)
+    print(bleu)
+    print(chrf)
+    sys.stdout.flush()
+    return 0

@@ -1,0 +1,74 @@
+"""Export a trained model as a string-in, string-out SavedModel for TF Serving.
+
+    keras-tf export --model run1 --out models/translator/1
+    docker run -p 8501:8501 -v "$PWD/models/translator:/models/translator" \
+        -e MODEL_NAME=translator tensorflow/serving
+
+--out is BASE/NAME/VERSION, the layout TF Serving polls (serve BASE/NAME);
+without a trailing version number the next free version is used. The
+signature `serving_default` takes `text` (string [batch]) and returns
+`translation` (string [batch]) and `score` (float [batch]); the decoding
+(--beam-size) is fixed at export time. --xla compiles the generation with
+XLA, for servers started with --xla_cpu_compilation_enabled (or the GPU
+flag); see docs/serving.md.
+"""
+
+import os
+
+from keras_tf.cli.errors import UserError, int_in_range
+
+
+def add_arguments(parser):
+    parser.add_argument("--model", required=True, metavar="DIR", help="from keras-tf train")
+    parser.add_argument(
+        "--out", required=True, metavar="BASE/NAME/VERSION", help="where the SavedModel goes"
+    )
+    parser.add_argument(
+        "--beam-size", type=int_in_range(1), default=4,
+        help="1 for greedy decoding; default: 4, the paper's",
+    )
+    parser.add_argument(
+        "--xla", action="store_true",
+        help="compile the generation with XLA (needs TF Serving's XLA flag)",
+    )
+
+
+def split_version(out):
+    """`(model_base_path, version)` of `BASE/NAME/VERSION`; version None without a number.
+
+    Example:
+        >>> split_version("models/translator/3"), split_version("models/translator")
+        (('models/translator', 3), ('models/translator', None))
+    """
+    out = os.path.normpath(out)
+    head, tail = os.path.split(out)
+    if tail.isdigit():
+        if int(tail) < 1:
+            raise UserError(f"--out: the version must be a positive integer; received {tail}")
+        return head or ".", int(tail)
+    return out, None
+
+
+def run(args):
+    from keras_tf.cli.model_dir import check_model_dir, load_model_dir
+    from keras_tf.serving import export
+
+    check_model_dir(args.model)
+    model_base_path, version = split_version(args.out)
+    if version is not None and os.path.exists(os.path.join(model_base_path, str(version))):
+        raise UserError(
+            f"--out: {args.out} exists, and TF Serving versions are immutable; "
+            "pass a new version number"
+        )
+    trained = load_model_dir(args.model)
+    path = export(
+        trained.model,
+        trained.tokenizers,
+        model_base_path,
+        version=version,
+        method="greedy" if args.beam_size == 1 else "beam",
+        beam_size=args.beam_size,
+        xla=args.xla,
+    )
+    print(path)
+    return 0

@@ -1,0 +1,294 @@
+"""The model directory: `keras-tf train` writes it, the other commands read it.
+
+    DIR/
+      options.json   the options the directory was made with       (this module)
+      tokenizers/    Seq2SeqTokenizers.save                         (this module)
+      config.json    the TransformerConfig                          (keras_tf.training.train)
+      model.keras    the best model so far on the validation loss   (train)
+      backup/        the last finished epoch, for resuming          (train)
+      history.csv    one row per finished epoch                     (train)
+      logs/          TensorBoard summaries, if tensorboard is installed (train)
+
+Running `train_model_dir` again on the same directory reuses its tokenizers
+and resumes from `backup/`; options that would change the model or its
+vocabulary must be the same as the first time.
+"""
+
+import contextlib
+import dataclasses
+import json
+import os
+import sys
+import tempfile
+
+from keras_tf.cli.errors import UserError
+
+OPTIONS_FILE = "options.json"
+TOKENIZERS_DIR = "tokenizers"
+MODEL_FILE = "model.keras"
+CONFIG_FILE = "config.json"
+HISTORY_FILE = "history.csv"
+
+# Options that fix the model or its vocabulary: a resumed run must repeat them.
+FIXED_OPTIONS = ("preset", "tokenizer", "vocabulary_size", "max_length", "mixed_precision")
+
+
+@dataclasses.dataclass
+class ModelDir:
+    """A trained model read back from its directory.
+
+    Args:
+        path: the directory.
+        model: the best `Seq2SeqTransformer` (`model.keras`).
+        tokenizers: its `Seq2SeqTokenizers`.
+        options: the `options.json` dict it was trained with.
+    """
+
+    path: str
+    model: object
+    tokenizers: object
+    options: dict
+
+
+def bucket_boundaries(max_length):
+    """Padded lengths for training batches: the power-of-two source buckets of decoding.
+
+    Every distinct batch shape is one more XLA program to compile; the
+    pipeline's default (every 8 tokens) costs minutes of compiling on a CPU
+    for little saved padding on short sentences.
+
+    Example:
+        >>> bucket_boundaries(64)
+        [16, 32, 64]
+    """
+    from keras_tf.decoding.generate import source_bucket
+
+    return sorted({source_bucket(n, max_length) for n in range(1, max_length + 1)})
+
+
+@contextlib.contextmanager
+def _native_stderr_silenced():
+    """Send file descriptor 2 to /dev/null: SentencePiece's trainer logs ~100 lines there.
+
+    `keras_tf.text` offers no option to quiet it. Python-level errors still
+    propagate and are reported once the descriptor is restored.
+    """
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "wb") as devnull:
+            os.dup2(devnull.fileno(), 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+def _write_json(path, values):
+    """Write `values` to a temporary file, then rename it to `path`."""
+    temporary = f"{path}.partial"
+    with open(temporary, "w", encoding="utf-8") as file:
+        json.dump(values, file, indent=2)
+        file.write("\n")
+    os.replace(temporary, path)
+
+
+def _read_json(path):
+    with open(path, encoding="utf-8") as file:
+        return json.load(file)
+
+
+def _tokenizers_for(out_dir, train_corpus, options, write):
+    """The tokenizers of `out_dir`, learned from `train_corpus` the first time."""
+    from keras_tf.text import Seq2SeqTokenizers
+
+    directory = os.path.join(out_dir, TOKENIZERS_DIR)
+    if os.path.exists(os.path.join(directory, "tokenizers.json")):
+        return Seq2SeqTokenizers.load(directory), True
+    with _native_stderr_silenced():
+        tokenizers = Seq2SeqTokenizers.train(
+            train_corpus.sources,
+            train_corpus.targets,
+            kind=options["tokenizer"],
+            vocabulary_size=options["vocabulary_size"],
+        )
+    if write:
+        # Saved under a temporary name and renamed: a kill leaves no half folder.
+        staging = tempfile.mkdtemp(prefix=".partial-tokenizers-", dir=out_dir)
+        tokenizers.save(staging)
+        os.replace(staging, directory)
+    return tokenizers, False
+
+
+def check_preset(name):
+    """Raise `UserError` unless `name` is a preset of `keras_tf.models.PRESETS`."""
+    from keras_tf.models import get_preset
+
+    try:
+        get_preset(name)
+    except ValueError as error:
+        raise UserError(f"--preset: {error}") from None
+
+
+def check_same_options(out_dir, options):
+    """Raise `UserError` if `out_dir` was made with other `FIXED_OPTIONS` than `options`."""
+    path = os.path.join(out_dir, OPTIONS_FILE)
+    if not os.path.exists(path):
+        return
+    before = _read_json(path)
+    changed = [
+        f"{name.replace('_', '-')} {before.get(name)} before, {options[name]} now"
+        for name in FIXED_OPTIONS
+        if before.get(name) != options[name]
+    ]
+    if changed:
+        raise UserError(
+            f"{out_dir} holds a run made with other options ({'; '.join(changed)}); "
+            "repeat them to resume, or pass a new --out"
+        )
+
+
+def train_model_dir(
+    out_dir,
+    train_corpus,
+    valid_corpus=None,
+    *,
+    preset="transformer_small",
+    tokenizer="sentencepiece",
+    vocabulary_size=8000,
+    max_length=None,
+    batch_size=64,
+    epochs=10,
+    steps=None,
+    warmup_steps=4000,
+    seed=0,
+    mixed_precision=None,
+    strategy="default",
+    verbose="auto",
+):
+    """Learn tokenizers, then train a preset with `keras_tf.training.train`; resume if begun.
+
+    Args:
+        out_dir: the model directory, created if missing.
+        train_corpus: the training `ParallelCorpus`; the tokenizers are
+            learned from it.
+        valid_corpus: a `ParallelCorpus` for the validation loss, which picks
+            the best checkpoint. Defaults to None: the training loss picks it.
+        preset: a name in `keras_tf.models.PRESETS`.
+        tokenizer: `"sentencepiece"` or `"wordpiece"`, one vocabulary shared
+            by both sides.
+        vocabulary_size: the shared vocabulary size. The model's vocabulary
+            sizes are the tokenizers'.
+        max_length: the longest source and target, in tokens. Defaults to
+            None: the preset's.
+        batch_size: pairs per batch.
+        epochs: total epochs, counting those of an earlier, killed run.
+        steps: batches per epoch; the data repeats as needed. Defaults to
+            None: one pass over the training corpus.
+        warmup_steps: warm-up of the paper's learning-rate schedule.
+        seed: seeds the weights and the shuffle.
+        mixed_precision: None, `"mixed_bfloat16"` or `"mixed_float16"`.
+        strategy: `"default"`, `"mirrored"` or `"multi-worker"`.
+        verbose: passed to `model.fit`.
+
+    Returns:
+        `(model, history)` from `keras_tf.training.train`.
+    """
+    from keras_tf.models import get_preset
+    from keras_tf.text import make_dataset
+    from keras_tf.training.distribute import is_chief, make_strategy
+    from keras_tf.training.trainer import train
+
+    check_preset(preset)
+    base = get_preset(preset)
+    options = {
+        "preset": preset,
+        "tokenizer": tokenizer,
+        "vocabulary_size": vocabulary_size,
+        "max_length": max_length,
+        "mixed_precision": mixed_precision,
+        "batch_size": batch_size,
+        "epochs": epochs,
+        "steps": steps,
+        "warmup_steps": warmup_steps,
+        "seed": seed,
+        "train_pairs": len(train_corpus),
+        "valid_pairs": len(valid_corpus) if valid_corpus is not None else 0,
+    }
+    check_same_options(out_dir, options)
+    os.makedirs(out_dir, exist_ok=True)
+    # A multi-worker strategy must exist before the first TensorFlow op,
+    # which learning the tokenizers runs.
+    strategy = make_strategy(strategy)
+    chief = is_chief(strategy)
+    # Every worker learns the same tokenizers from the same corpus; the chief saves them.
+    tokenizers, reused = _tokenizers_for(out_dir, train_corpus, options, write=chief)
+    print(
+        f"{'Reusing' if reused else 'Learned'} {tokenizer} tokenizers: "
+        f"{tokenizers.source_vocabulary_size} shared ids in {out_dir}/{TOKENIZERS_DIR}",
+        file=sys.stderr,
+    )
+    max_length = max_length or max(base.max_source_length, base.max_target_length)
+    config = base.replace(
+        source_vocabulary_size=tokenizers.source_vocabulary_size,
+        target_vocabulary_size=tokenizers.target_vocabulary_size,
+        max_source_length=max_length,
+        max_target_length=max_length,
+    )
+    data_options = dict(
+        batch_size=batch_size,
+        max_source_length=max_length,
+        max_target_length=max_length,
+        bucket_boundaries=bucket_boundaries(max_length),
+    )
+    train_set = make_dataset(train_corpus, tokenizers, seed=seed, **data_options)
+    if steps is not None:
+        train_set = train_set.repeat()
+    valid_set = None
+    if valid_corpus is not None:
+        valid_set = make_dataset(valid_corpus, tokenizers, shuffle=False, **data_options)
+    if chief:
+        _write_json(os.path.join(out_dir, OPTIONS_FILE), options)
+    return train(
+        config,
+        train_set,
+        valid_set,
+        out_dir=out_dir,
+        epochs=epochs,
+        steps_per_epoch=steps,
+        strategy=strategy,
+        mixed_precision=mixed_precision,
+        warmup_steps=warmup_steps,
+        seed=seed,
+        verbose=verbose,
+    )
+
+
+def check_model_dir(path):
+    """Raise `UserError` unless `path` holds a trained model and its tokenizers."""
+    if not os.path.isdir(path):
+        raise UserError(f"--model: no such directory: {path}")
+    for name in (MODEL_FILE, os.path.join(TOKENIZERS_DIR, "tokenizers.json")):
+        if not os.path.isfile(os.path.join(path, name)):
+            raise UserError(
+                f"--model: {path} is not a keras-tf model directory (no {name}); "
+                "`keras-tf train --out DIR` writes one"
+            )
+
+
+def load_model_dir(path):
+    """Read the best model, its tokenizers and options back from `path`. Returns a `ModelDir`."""
+    check_model_dir(path)
+    import keras
+
+    import keras_tf.models  # noqa: F401  (registers the model for loading)
+    from keras_tf.text import Seq2SeqTokenizers
+
+    try:
+        model = keras.models.load_model(os.path.join(path, MODEL_FILE), compile=False)
+    except (OSError, ValueError) as error:
+        raise UserError(f"--model: cannot load {path}/{MODEL_FILE}: {error}") from None
+    tokenizers = Seq2SeqTokenizers.load(os.path.join(path, TOKENIZERS_DIR))
+    options_path = os.path.join(path, OPTIONS_FILE)
+    options = _read_json(options_path) if os.path.exists(options_path) else {}
+    return ModelDir(path, model, tokenizers, options)

@@ -1,0 +1,27 @@
+"""Draw the sinusoidal positional-encoding matrix of the paper (section 3.5) to a PNG.
+
+    keras-tf plot-encoding --out pe.png --d-model 128 --length 64
+
+Rows are positions, columns the d_model dimensions: sin on even dimensions,
+cos on odd ones, wavelengths from 2π to 10000·2π.
+"""
+
+from keras_tf.cli.errors import int_in_range, writable_file
+
+
+def add_arguments(parser):
+    parser.add_argument("--out", default="positional_encoding.png", metavar="FILE",
+                        help="the PNG to write; default: positional_encoding.png")
+    parser.add_argument("--d-model", type=int_in_range(2, 4096), default=128,
+                        help="model width; default: 128")
+    parser.add_argument("--length", type=int_in_range(1, 10000), default=64,
+                        help="positions; default: 64")
+
+
+def run(args):
+    from keras_tf.layers.positional_embedding import sinusoidal_encoding
+    from keras_tf.plots import positional_encoding
+
+    writable_file(args.out, "--out")
+    print(positional_encoding(sinusoidal_encoding(args.length, args.d_model), args.out))
+    return 0

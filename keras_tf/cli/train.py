@@ -1,0 +1,124 @@
+"""Train a preset on a TSV corpus with model.fit under XLA; the same command again resumes.
+
+    keras-tf train --train train.tsv --valid valid.tsv --preset transformer_small --out run1
+
+Each line of a TSV file is `source<TAB>target`, UTF-8. The command learns a
+shared SentencePiece (or WordPiece) vocabulary from the training file, then
+trains with `keras_tf.training.train`: `model.fit` with `jit_compile=True`,
+the best model on the validation loss in DIR/model.keras, TerminateOnNaN,
+a backup of every finished epoch in DIR/backup (a killed run resumes from
+it when the same command is run again) and TensorBoard logs in DIR/logs
+(when tensorboard is installed). DIR also gets the tokenizers, the model
+config and options.json: all that `evaluate`, `translate`, `export` and
+`attention` need.
+"""
+
+import sys
+import time
+
+from keras_tf.cli.errors import int_in_range
+
+TOKENIZERS = ("sentencepiece", "wordpiece")
+STRATEGIES = ("default", "mirrored", "multi-worker")
+MIXED_PRECISION = {"bfloat16": "mixed_bfloat16", "float16": "mixed_float16"}
+
+
+def add_arguments(parser):
+    parser.add_argument("--train", required=True, metavar="FILE", help="training pairs, TSV")
+    parser.add_argument(
+        "--valid", metavar="FILE", help="validation pairs, TSV; picks the best checkpoint"
+    )
+    parser.add_argument("--out", required=True, metavar="DIR", help="the model directory")
+    parser.add_argument(
+        "--preset",
+        default="transformer_small",
+        metavar="NAME",
+        help="transformer_tiny, transformer_small (default), transformer_base or transformer_big",
+    )
+    parser.add_argument("--epochs", type=int_in_range(1), default=10, help="default: 10")
+    parser.add_argument(
+        "--steps", type=int_in_range(1), metavar="N",
+        help="batches per epoch (the data repeats); default: one pass over --train",
+    )
+    parser.add_argument("--batch-size", type=int_in_range(1), default=64, help="default: 64")
+    parser.add_argument(
+        "--vocabulary-size", type=int_in_range(5), default=8000,
+        help="shared source and target vocabulary; default: 8000",
+    )
+    parser.add_argument(
+        "--tokenizer", choices=TOKENIZERS, default="sentencepiece",
+        help="default: sentencepiece",
+    )
+    parser.add_argument(
+        "--max-length", type=int_in_range(2), metavar="N",
+        help="longest source and target, in tokens (longer pairs are truncated); "
+        "default: the preset's",
+    )
+    parser.add_argument(
+        "--warmup-steps", type=int_in_range(1), default=4000,
+        help="warm-up of the paper's learning-rate schedule; default: 4000",
+    )
+    parser.add_argument(
+        "--skip-bad-lines", action="store_true",
+        help="skip malformed TSV lines (and report their count) instead of stopping",
+    )
+    parser.add_argument("--seed", type=int_in_range(0), default=0, help="default: 0")
+    parser.add_argument(
+        "--mixed-precision", nargs="?", const="bfloat16", choices=sorted(MIXED_PRECISION),
+        help="compute in bfloat16 (the default when given without a value) or float16 "
+        "(GPUs, with loss scaling); variables stay float32",
+    )
+    parser.add_argument(
+        "--strategy", choices=STRATEGIES, default="default",
+        help="tf.distribute: default (one device), mirrored (local GPUs), "
+        "multi-worker (the cluster in TF_CONFIG)",
+    )
+
+
+def run(args):
+    from keras_tf.cli.corpus_files import read_tsv_option
+    from keras_tf.cli.model_dir import check_preset, check_same_options, train_model_dir
+
+    mixed_precision = MIXED_PRECISION.get(args.mixed_precision)
+    # The checks that need no data first, so a mistake costs no waiting.
+    check_preset(args.preset)
+    check_same_options(
+        args.out,
+        {
+            "preset": args.preset,
+            "tokenizer": args.tokenizer,
+            "vocabulary_size": args.vocabulary_size,
+            "max_length": args.max_length,
+            "mixed_precision": mixed_precision,
+        },
+    )
+    train_corpus = read_tsv_option(args.train, "--train", args.skip_bad_lines)
+    valid_corpus = None
+    if args.valid:
+        valid_corpus = read_tsv_option(args.valid, "--valid", args.skip_bad_lines)
+    start = time.perf_counter()
+    _, history = train_model_dir(
+        args.out,
+        train_corpus,
+        valid_corpus,
+        preset=args.preset,
+        tokenizer=args.tokenizer,
+        vocabulary_size=args.vocabulary_size,
+        max_length=args.max_length,
+        batch_size=args.batch_size,
+        epochs=args.epochs,
+        steps=args.steps,
+        warmup_steps=args.warmup_steps,
+        seed=args.seed,
+        mixed_precision=mixed_precision,
+        strategy=args.strategy,
+        # A progress bar in a terminal, one line per epoch in a log file.
+        verbose="auto" if sys.stdout.isatty() else 2,
+    )
+    epochs_run = len(history.epoch)
+    print(
+        f"Trained {epochs_run} epoch{'s' * (epochs_run != 1)} in "
+        f"{time.perf_counter() - start:.0f} s; model directory: {args.out}",
+        file=sys.stderr,
+    )
+    return 0

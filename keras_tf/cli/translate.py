@@ -1,0 +1,44 @@
+"""Translate stdin to stdout, one line out for each line in.
+
+    echo "Save the notebook" | keras-tf translate --model run1
+    keras-tf translate --model run1 --beam-size 1 < sentences.txt > translations.txt
+
+Lines are read and translated --batch-size at a time (each line as soon as
+it is typed, in a terminal). An empty line gives an empty line.
+"""
+
+import itertools
+import sys
+
+from keras_tf.cli.errors import int_in_range
+
+
+def add_arguments(parser):
+    parser.add_argument("--model", required=True, metavar="DIR", help="from keras-tf train")
+    parser.add_argument(
+        "--beam-size", type=int_in_range(1), default=4,
+        help="1 for greedy decoding; default: 4, the paper's",
+    )
+    parser.add_argument("--batch-size", type=int_in_range(1), default=32, help="default: 32")
+
+
+def read_batches(stream, batch_size):
+    """Lists of at most `batch_size` lines of `stream`, without their line endings."""
+    lines = (line.rstrip("\r\n") for line in stream)
+    while batch := list(itertools.islice(lines, batch_size)):
+        yield batch
+
+
+def run(args):
+    from keras_tf.cli.batch_translation import make_translator, translate_in_batches
+    from keras_tf.cli.model_dir import check_model_dir, load_model_dir
+
+    check_model_dir(args.model)
+    trained = load_model_dir(args.model)
+    translator = make_translator(trained.model, trained.tokenizers, args.beam_size)
+    batch_size = 1 if sys.stdin.isatty() else args.batch_size
+    for batch in read_batches(sys.stdin, batch_size):
+        for line in translate_in_batches(translator, batch, batch_size):
+            sys.stdout.write(line + "\n")
+        sys.stdout.flush()
+    return 0
