@@ -1,0 +1,79 @@
+"""Shared pieces of the command-line tests: a generated corpus, a model directory, the command."""
+
+import os
+import random
+import sys
+
+import pytest
+
+# English -> French word by word: learnable in a few steps by transformer_tiny.
+LEXICON = {
+    "red": "rouge", "blue": "bleu", "green": "vert", "cat": "chat", "dog": "chien",
+    "house": "maison", "big": "grand", "small": "petit", "one": "un", "two": "deux",
+    "open": "ouvrir", "save": "sauver", "file": "fichier", "close": "fermer",
+}
+
+# Small enough to train in seconds: one length bucket (16), a 48-piece vocabulary.
+TRAIN_OPTIONS = [
+    "--preset", "transformer_tiny", "--batch-size", "16", "--vocabulary-size", "48",
+    "--max-length", "16", "--warmup-steps", "40",
+]
+
+
+def write_corpus(path, pairs, seed):
+    """Write `pairs` generated sentence pairs of 1-3 words as a TSV file; return the pairs."""
+    rng = random.Random(seed)
+    words = sorted(LEXICON)
+    rows = []
+    for _ in range(pairs):
+        english = [rng.choice(words) for _ in range(rng.randint(1, 3))]
+        rows.append((" ".join(english), " ".join(LEXICON[w] for w in english)))
+    path.write_text("".join(f"{s}\t{t}\n" for s, t in rows), encoding="utf-8")
+    return rows
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    """`{"train", "valid", "test"}` -> generated TSV paths (as str). Read only."""
+    tmp_path = tmp_path_factory.mktemp("corpus")
+    paths = {}
+    for seed, (split, pairs) in enumerate((("train", 192), ("valid", 32), ("test", 20))):
+        write_corpus(tmp_path / f"{split}.tsv", pairs, seed)
+        paths[split] = str(tmp_path / f"{split}.tsv")
+    return paths
+
+
+@pytest.fixture(scope="module")
+def untrained_model_dir(tmp_path_factory, corpus):
+    """A model directory as `keras-tf train` writes it, holding an untrained transformer_tiny.
+
+    For the commands that read a model directory, when what it has learned
+    does not matter: it costs seconds, not a training run.
+    """
+    from keras_tf.cli.model_dir import MODEL_FILE, TOKENIZERS_DIR
+    from keras_tf.models import Seq2SeqTransformer, get_preset
+    from keras_tf.text import Seq2SeqTokenizers, read_tsv
+
+    directory = tmp_path_factory.mktemp("untrained")
+    train = read_tsv(corpus["train"])
+    tokenizers = Seq2SeqTokenizers.train(train.sources, train.targets, vocabulary_size=48)
+    tokenizers.save(str(directory / TOKENIZERS_DIR))
+    model = Seq2SeqTransformer(
+        get_preset(
+            "transformer_tiny",
+            source_vocabulary_size=tokenizers.source_vocabulary_size,
+            target_vocabulary_size=tokenizers.target_vocabulary_size,
+            max_source_length=16,
+            max_target_length=16,
+        )
+    )
+    model.save(str(directory / MODEL_FILE))
+    return str(directory)
+
+
+def keras_tf_command():
+    """The installed `keras-tf` console script, or `python -m keras_tf.cli.main` without one."""
+    script = os.path.join(os.path.dirname(sys.executable), "keras-tf")
+    if os.path.exists(script):
+        return [script]
+    return [sys.executable, "-m", "keras_tf.cli.main"]

@@ -1,0 +1,62 @@
+"""`keras-tf train`, then `evaluate`, `translate` and `export` on what it wrote, in process."""
+
+import io
+import json
+import os
+import re
+
+import tensorflow as tf
+
+from keras_tf.cli.main import main
+from tests.cli.conftest import TRAIN_OPTIONS
+
+
+def test_train_then_evaluate_translate_export(tmp_path, corpus, capsys, monkeypatch):
+    out = str(tmp_path / "run")
+    argv = ["train", "--train", corpus["train"], "--valid", corpus["valid"], "--out", out,
+            "--epochs", "2", "--steps", "8", *TRAIN_OPTIONS]
+    assert main(argv) == 0
+    train_output = capsys.readouterr()
+    assert "Epoch 2/2" in train_output.out
+    # Everything needed to reload: the model, the tokenizers, the config.
+    for name in ("model.keras", "config.json", "options.json", "history.csv",
+                 "tokenizers/tokenizers.json", "backup/state.json"):
+        assert os.path.isfile(os.path.join(out, name)), name
+    config = json.load(open(os.path.join(out, "config.json")))
+    assert config["d_model"] == 32 and config["max_source_length"] == 16
+    assert json.load(open(os.path.join(out, "backup", "state.json")))["epoch"] == 2
+
+    # evaluate: sacreBLEU's BLEU and chrF lines on stdout, the translations in --output.
+    hypotheses = str(tmp_path / "hypotheses.txt")
+    assert main(["evaluate", "--model", out, "--test", corpus["test"], "--beam-size", "2",
+                 "--batch-size", "8", "--output", hypotheses]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert len(lines) == 2
+    assert re.fullmatch(r"BLEU = \d+\.\d\d [\d./]+ \(BP = [\d.]+ ratio = [\d.]+ "
+                        r"hyp_len = \d+ ref_len = \d+\)", lines[0]), lines[0]
+    assert re.fullmatch(r"chrF2 = \d+\.\d\d", lines[1]), lines[1]
+    test_lines = open(corpus["test"], encoding="utf-8").read().splitlines()
+    assert len(open(hypotheses, encoding="utf-8").read().splitlines()) == len(test_lines)
+
+    # translate: one line out per line in, empty lines included, across batches.
+    sources = ["red cat", "", "open the file", "two dogs", "  ", "save"]
+    monkeypatch.setattr("sys.stdin", io.StringIO("".join(s + "\n" for s in sources)))
+    assert main(["translate", "--model", out, "--beam-size", "1", "--batch-size", "4"]) == 0
+    translations = capsys.readouterr().out.split("\n")
+    assert translations[-1] == ""  # every line ends with a newline
+    assert len(translations[:-1]) == len(sources)
+    assert translations[1] == "" and translations[4] == ""
+
+    # export: BASE/NAME/VERSION, whose serving_default signature translates strings.
+    export_dir = str(tmp_path / "models" / "tiny" / "3")
+    assert main(["export", "--model", out, "--out", export_dir, "--beam-size", "1"]) == 0
+    assert capsys.readouterr().out.strip() == export_dir
+    signature = tf.saved_model.load(export_dir).signatures["serving_default"]
+    outputs = signature(text=tf.constant(["red cat", "open the file"]))
+    assert outputs["translation"].dtype == tf.string
+    assert outputs["translation"].shape == (2,)
+    assert outputs["score"].shape == (2,)
+    # The export translates as `keras-tf translate` does.
+    assert [t.decode() for t in outputs["translation"].numpy()] == [
+        translations[0], translations[2]
+    ]

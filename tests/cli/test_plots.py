@@ -1,0 +1,70 @@
+"""The PNGs of `keras-tf plot-encoding`, `keras-tf attention` and the training curve."""
+
+import matplotlib.image
+import numpy as np
+import pytest
+
+from keras_tf import plots
+from keras_tf.cli.main import main
+
+
+def _pixels(size):
+    """(height, width) in pixels of a figure of `size` inches."""
+    width, height = size
+    return height * plots.DPI, width * plots.DPI
+
+
+def _read_png(path):
+    with open(path, "rb") as file:
+        assert file.read(8) == b"\x89PNG\r\n\x1a\n"
+    return matplotlib.image.imread(path)
+
+
+def test_plot_encoding_draws_the_sinusoid_matrix(tmp_path, capsys):
+    path = str(tmp_path / "pe.png")
+    assert main(["plot-encoding", "--out", path, "--d-model", "64", "--length", "50"]) == 0
+    assert capsys.readouterr().out.strip() == path
+    image = _read_png(path)
+    assert image.shape[:2] == _pixels(plots.POSITIONAL_ENCODING_SIZE)
+    # Not a blank canvas: a red-white-blue map has many distinct colours.
+    assert len(np.unique(image.reshape(-1, image.shape[-1]), axis=0)) > 50
+
+
+@pytest.mark.parametrize("layer_head", [[], ["--layer", "1", "--head", "3"]])
+def test_attention_draws_a_heatmap(tmp_path, untrained_model_dir, capsys, layer_head):
+    path = str(tmp_path / "map.png")
+    argv = ["attention", "--model", untrained_model_dir, "--text", "red cat", "--out", path]
+    assert main(argv + layer_head) == 0
+    assert capsys.readouterr().out.startswith(f"{path}: 'red cat' -> ")
+    assert _read_png(path).shape[:2] == _pixels(plots.ATTENTION_SIZE)
+
+
+def test_cross_attention_rows_are_distributions(untrained_model_dir):
+    from keras_tf.cli.attention import cross_attention, select
+    from keras_tf.cli.model_dir import load_model_dir
+
+    trained = load_model_dir(untrained_model_dir)
+    attention = cross_attention(trained.model, trained.tokenizers, "red cat")
+    layers, heads, rows, columns = attention.weights.shape
+    assert (layers, heads) == (2, 4)
+    assert (rows, columns) == (len(attention.target_tokens), len(attention.source_tokens))
+    assert attention.source_tokens[-1] == "[END]"
+    # Every row of every head sums to 1 over the source, and so does the mean.
+    np.testing.assert_allclose(attention.weights.sum(-1), 1.0, atol=1e-5)
+    mean, description = select(attention.weights)
+    np.testing.assert_allclose(mean.sum(-1), 1.0, atol=1e-5)
+    assert description == "mean of 2 layers, mean of 4 heads"
+    one, _ = select(attention.weights, layer=1, head=2)
+    np.testing.assert_array_equal(one, attention.weights[1, 2])
+
+
+def test_training_curve(tmp_path):
+    history_csv = tmp_path / "history.csv"
+    history_csv.write_text(
+        "epoch,loss,masked_accuracy,val_loss,val_masked_accuracy\n"
+        "0,4.0,0.1,3.9,0.12\n1,3.0,0.3,3.2,0.28\n2,2.5,0.4,2.9,0.35\n"
+    )
+    history = plots.read_history(history_csv)
+    assert history["val_loss"] == [3.9, 3.2, 2.9]
+    path = plots.training_curve(history, str(tmp_path / "curve.png"))
+    assert _read_png(path).shape[:2] == _pixels(plots.TRAINING_CURVE_SIZE)

@@ -1,0 +1,111 @@
+"""Every user error is one line on stderr and a non-zero exit status, with no traceback."""
+
+import os
+import re
+import subprocess
+
+import pytest
+
+from keras_tf.cli.main import main
+from tests.cli.conftest import keras_tf_command
+
+# Each case: argv with {train}, {test}, {model}, {tmp} filled in, and a fragment of the message.
+CASES = {
+    "missing file": (["train", "--train", "{tmp}/nope.tsv", "--out", "{tmp}/run"],
+                     "--train: no such file"),
+    "directory for a file": (["train", "--train", "{tmp}", "--out", "{tmp}/run"],
+                             "is a directory"),
+    "malformed line": (["train", "--train", "{tmp}/bad.tsv", "--out", "{tmp}/run"],
+                       "line 2"),
+    "empty corpus": (["train", "--train", "{tmp}/empty.tsv", "--out", "{tmp}/run"],
+                     "is empty"),
+    "unknown preset": (["train", "--train", "{train}", "--out", "{tmp}/run",
+                        "--preset", "transformer_huge"], "Unknown preset 'transformer_huge'"),
+    "epochs out of range": (["train", "--train", "{train}", "--out", "{tmp}/run",
+                             "--epochs", "0"], "--epochs: expected an integer >= 1"),
+    "not an integer": (["train", "--train", "{train}", "--out", "{tmp}/run",
+                        "--batch-size", "lots"], "--batch-size: expected an integer"),
+    "unknown tokenizer": (["train", "--train", "{train}", "--out", "{tmp}/run",
+                           "--tokenizer", "bpe"], "invalid choice: 'bpe'"),
+    "missing option": (["train", "--train", "{train}"], "required: --out"),
+    "other options on resume": (["train", "--train", "{train}", "--out", "{model}",
+                                 "--max-length", "32"], "holds a run made with other options"),
+    "not a model directory": (["evaluate", "--model", "{tmp}", "--test", "{test}"],
+                              "is not a keras-tf model directory"),
+    "no model directory": (["translate", "--model", "{tmp}/nowhere"],
+                           "--model: no such directory"),
+    "beam size out of range": (["evaluate", "--model", "{model}", "--test", "{test}",
+                                "--beam-size", "0"], "--beam-size: expected an integer >= 1"),
+    "unwritable output": (["evaluate", "--model", "{model}", "--test", "{test}",
+                           "--output", "{tmp}/no/such/dir/out.txt"], "--output: cannot write"),
+    "layer out of range": (["attention", "--model", "{model}", "--text", "hi", "--out",
+                            "{tmp}/a.png", "--layer", "2"], "--layer 2 is out of range"),
+    "head out of range": (["attention", "--model", "{model}", "--text", "hi", "--out",
+                           "{tmp}/a.png", "--head", "4"], "--head 4 is out of range"),
+    "existing export version": (["export", "--model", "{model}", "--out", "{tmp}"],
+                                "exists, and TF Serving versions are immutable"),
+    "d_model out of range": (["plot-encoding", "--d-model", "0"],
+                             "--d-model: expected an integer in [2, 4096]"),
+    "unknown command": (["frobnicate"], "invalid choice: 'frobnicate'"),
+    "no command": ([], "required: COMMAND"),
+}
+
+
+@pytest.fixture
+def paths(tmp_path, corpus, untrained_model_dir):
+    (tmp_path / "bad.tsv").write_text("Hello\tBonjour\nno tab on this line\n", encoding="utf-8")
+    (tmp_path / "empty.tsv").write_text("", encoding="utf-8")
+    (tmp_path / "1").mkdir()  # an existing export version
+    # The untrained directory holds no options.json; give it one, as train writes.
+    with open(os.path.join(untrained_model_dir, "options.json"), "w") as file:
+        file.write('{"preset": "transformer_small", "tokenizer": "sentencepiece", '
+                   '"vocabulary_size": 8000, "max_length": null, "mixed_precision": null}')
+    return {"tmp": str(tmp_path), "train": corpus["train"], "test": corpus["test"],
+            "model": untrained_model_dir}
+
+
+def _fill(argv, paths):
+    filled = [arg.format(**paths) for arg in argv]
+    # "export --out {tmp}" means version 1 under it, which exists.
+    if filled[:1] == ["export"]:
+        filled[filled.index("--out") + 1] = os.path.join(paths["tmp"], "1")
+    return filled
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_user_error_is_one_line(case, paths, capsys):
+    argv, fragment = CASES[case]
+    argv = _fill(argv, paths)
+    status = main(argv)
+    captured = capsys.readouterr()
+    assert status != 0
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1, captured.err
+    command = argv[0] if argv and argv[0] != "frobnicate" else None
+    assert lines[0].startswith(f"keras-tf {command}: error: " if command else "keras-tf: error: ")
+    assert fragment in lines[0]
+    assert "Traceback" not in captured.err + captured.out
+
+
+# TensorFlow's C++ start-up log (absl's "I0000 00:00:..." lines and its
+# pre-init banner), printed while `import keras_tf` imports TensorFlow, before
+# the command line runs a single line of its own; TF_CPP_MIN_LOG_LEVEL does
+# not silence the lines logged before absl is initialised.
+TENSORFLOW_LOG = re.compile(
+    r"^([IWEF]\d{4} \d\d:\d\d:\d\d|WARNING: All log messages before absl|"
+    r"To enable the following instructions)"
+)
+
+
+def test_user_error_in_a_real_process(tmp_path):
+    result = subprocess.run(
+        keras_tf_command() + ["train", "--train", str(tmp_path / "nope.tsv"), "--out",
+                              str(tmp_path / "run")],
+        capture_output=True, text=True, timeout=300,
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
+    )
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+    ours = [line for line in result.stderr.splitlines() if not TENSORFLOW_LOG.match(line)]
+    assert ours == [f"keras-tf train: error: --train: no such file: {tmp_path / 'nope.tsv'}"]
+    assert result.stdout == ""
