@@ -1,0 +1,41 @@
+"""Serving: a string-in, string-out SavedModel for TF Serving, and the translator it matches.
+
+    from keras_tf import serving
+    path = serving.export(model, tokenizers, "models/translator")  # models/translator/1
+    serving.Translator(model, tokenizers).translate(["Save the notebook"])
+
+docs/serving.md shows how to serve, query and reload the export.
+"""
+
+from keras_tf.serving.export import (
+    CONFIG_FILENAME,
+    SCORE_OUTPUT,
+    SOURCE_IDS_INPUT,
+    TARGET_IDS_OUTPUT,
+    TEXT_INPUT,
+    TEXT_SIGNATURE,
+    TOKENS_SIGNATURE,
+    TRANSLATION_OUTPUT,
+    export,
+    read_export_config,
+    saved_model_ops,
+)
+from keras_tf.serving.translator import METHODS, Translations, Translator, clean_text
+
+__all__ = [
+    "CONFIG_FILENAME",
+    "METHODS",
+    "SCORE_OUTPUT",
+    "SOURCE_IDS_INPUT",
+    "TARGET_IDS_OUTPUT",
+    "TEXT_INPUT",
+    "TEXT_SIGNATURE",
+    "TOKENS_SIGNATURE",
+    "TRANSLATION_OUTPUT",
+    "Translations",
+    "Translator",
+    "clean_text",
+    "export",
+    "read_export_config",
+    "saved_model_ops",
+]

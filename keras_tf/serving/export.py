@@ -1,0 +1,374 @@
+"""A string-in, string-out SavedModel for TF Serving that gives `Translator`'s strings.
+
+`export` writes `<model_base_path>/<version>/`, the layout TF Serving polls,
+holding a SavedModel with two signatures:
+
+* `serving_default`: `text` (tf.string `[batch]`) -> `translation`
+  (tf.string `[batch]`) and `score` (float32 `[batch]`);
+* `translate_tokens`: `source_ids` (int32 `[batch, length]`, padded with 0)
+  -> `target_ids` (int32 `[batch, max_length]`) and `score`, for clients
+  that tokenize themselves with the tokenizers saved in `assets/`.
+
+Both run the steps of `keras_tf.serving.translator` in the graph, with only
+TensorFlow and TF-Text ops; sources are padded to the source buckets of
+`keras_tf.decoding.generate`, so the shapes match the in-process ones.
+
+TF Serving runs XLA only with its experimental `--xla_cpu_compilation_enabled`
+or `--xla_gpu_compilation_enabled` flag; without it every XLA compilation
+fails. So the default export holds no XLA op at all, and `xla=True` marks
+just the generation function `jit_compile`, for servers started with a flag.
+"""
+
+import contextlib
+import functools
+import json
+import os
+import re
+import tempfile
+import uuid
+
+import keras
+import tensorflow as tf
+from tensorflow.core.protobuf import saved_model_pb2
+
+from keras_tf.decoding import beam_search, greedy_search, make_step_fn, tile_beams
+from keras_tf.models.config import PAD_ID
+from keras_tf.serving.translator import (
+    Translator,
+    blank_empty_sources,
+    frame_encoder_tokens,
+    padded_to_source_ids,
+    target_text,
+    text_to_source_ids,
+)
+from keras_tf.version import __version__
+
+# What clients see (docs/serving.md lists the same names, dtypes and shapes).
+TEXT_SIGNATURE = "serving_default"
+TOKENS_SIGNATURE = "translate_tokens"
+TEXT_INPUT = "text"
+TRANSLATION_OUTPUT = "translation"
+SOURCE_IDS_INPUT = "source_ids"
+TARGET_IDS_OUTPUT = "target_ids"
+SCORE_OUTPUT = "score"
+
+# Written to assets/ beside the tokenizers' files.
+CONFIG_FILENAME = "keras_tf_serving.json"
+FORMAT_VERSION = 1
+
+
+# --- The generation function, the one part XLA may compile ---
+
+
+def _pad_to_bucket(encoder_tokens, buckets):
+    """Pad `[batch, S]` with 0 to `[batch, bucket]`, the first bucket >= S, as `generate` does.
+
+    Padding changes no output (padded positions are masked out of every
+    attention); it gives the same shapes as in-process `generate`, and a few
+    programs per batch size for an XLA export.
+    """
+    length = tf.shape(encoder_tokens)[1]
+    bucket = tf.gather(buckets, tf.searchsorted(buckets, length[None])[0])
+    return tf.pad(encoder_tokens, [[0, 0], [0, bucket - length]], constant_values=PAD_ID)
+
+
+def _generate_ids(model, settings, encoder_tokens):
+    """Cached decoding of a batch of any size: the encoder once, then a keras_tf.decoding loop.
+
+    `keras_tf.decoding.generate` does the same for a batch size known when
+    tracing; a signature's batch size is only known at run time.
+
+    Args:
+        model: a `Seq2SeqTransformer`.
+        settings: the `Translator` whose method and lengths to use.
+        encoder_tokens: int32 `[batch, S]`.
+
+    Returns:
+        `(target_ids int32 [batch, max_length], scores float32 [batch])`.
+    """
+    s = settings
+    batch_size = tf.shape(encoder_tokens)[0]
+    # memory: [batch, S, d_model]; tf.identity drops the Keras mask, which
+    # cross_attention_cache does not take.
+    memory = tf.identity(model.encoder(encoder_tokens))
+    # cross: [batch, layers, 2, S, heads, head_dim]
+    cross = model.cross_attention_cache(memory)
+    if s.method == "beam":
+        step_fn = make_step_fn(
+            model, tile_beams(encoder_tokens, s.beam_size), tile_beams(cross, s.beam_size)
+        )
+        # tokens: [batch, beam, max_length], best first; scores: [batch, beam]
+        tokens, scores = beam_search(
+            step_fn,
+            model.init_self_attention_cache(batch_size * s.beam_size, s.max_length),
+            batch_size,
+            s.max_length,
+            beam_size=s.beam_size,
+            length_penalty=s.length_penalty,
+        )
+        return tokens[:, 0], scores[:, 0]
+    step_fn = make_step_fn(model, encoder_tokens, cross)
+    return greedy_search(
+        step_fn, model.init_self_attention_cache(batch_size, s.max_length), batch_size, s.max_length
+    )
+
+
+@contextlib.contextmanager
+def _portable_slice_update():
+    """Trace `keras.ops.slice_update` as TensorStridedSliceUpdate, which runs without XLA.
+
+    Keras's TensorFlow backend writes `slice_update` (the key/value cache
+    and the decoding loops use it) as `XlaDynamicUpdateSlice`. Outside an
+    XLA cluster TensorFlow runs that op by compiling it with XLA on demand,
+    which TF Serving refuses unless started with an XLA flag ("XLA
+    compilation disabled", tensorflow/serving#2217). The update regions here
+    always lie inside the tensor, where the two ops agree; XLA's clamping of
+    out-of-range starts is never needed. The substitution is process-wide
+    while it lasts: keep other threads from tracing Keras code during an export.
+    """
+    from keras.src import backend
+    from keras.src.backend.tensorflow import core
+
+    if backend.core is not core or not hasattr(core, "slice_update"):
+        raise RuntimeError(
+            "keras_tf.serving expects Keras 3's TensorFlow backend to define "
+            "keras.src.backend.tensorflow.core.slice_update; received keras "
+            f"{keras.__version__} with backend {keras.backend.backend()!r}"
+        )
+
+    def slice_update(inputs, start_indices, updates):
+        inputs = tf.convert_to_tensor(inputs)
+        updates = tf.cast(updates, inputs.dtype)
+        begin = tf.stack([tf.cast(i, tf.int32) for i in start_indices])
+        end = begin + tf.shape(updates, out_type=tf.int32)
+        return tf.raw_ops.TensorStridedSliceUpdate(
+            input=inputs, begin=begin, end=end, strides=tf.ones_like(begin), value=updates
+        )
+
+    original = core.slice_update
+    core.slice_update = slice_update
+    try:
+        yield
+    finally:
+        core.slice_update = original
+
+
+def saved_model_ops(export_dir):
+    """The op types of a SavedModel's graph and of every function in its library.
+
+    Example:
+        >>> sorted(saved_model_ops(path))[:3]  # doctest: +SKIP
+        ['AddV2', 'All', 'ArgMax']
+    """
+    saved_model = saved_model_pb2.SavedModel()
+    with tf.io.gfile.GFile(os.path.join(export_dir, "saved_model.pb"), "rb") as file:
+        saved_model.ParseFromString(file.read())
+    graph_def = saved_model.meta_graphs[0].graph_def
+    ops = {node.op for node in graph_def.node}
+    for function in graph_def.library.function:
+        ops.update(node.op for node in function.node_def)
+    # A node may call a library function by its name.
+    return ops - {function.signature.name for function in graph_def.library.function}
+
+
+class _TranslatorModule(tf.Module):
+    """What `export` saves: the signatures, the variables and the tokenizers they read, the assets.
+
+    The model's variables and the tokenizers are attributes, so
+    `tf.saved_model.save` tracks them explicitly rather than finding them
+    through captures (keras-hub #1629, #2015: "untracked resource").
+    """
+
+    def __init__(self, translator, xla, asset_paths):
+        super().__init__(name="keras_tf_translator")
+        t = translator
+        self.model_variables = list(t.model.variables)
+        self.tokenizers = t.tokenizers
+        self.assets = [tf.saved_model.Asset(path) for path in asset_paths]
+        source_vocabulary_size = t.model.config.source_vocabulary_size
+        target_vocabulary_size = t.tokenizers.target_vocabulary_size
+        buckets = tf.constant(t.source_buckets, tf.int32)
+
+        # The only function XLA may compile: no string ops in it.
+        generate_ids = tf.function(
+            functools.partial(_generate_ids, t.model, t),
+            input_signature=[tf.TensorSpec([None, None], tf.int32, name="encoder_tokens")],
+            jit_compile=xla,
+            autograph=False,
+        )
+
+        def translate_ids(source_ids):
+            encoder_tokens = _pad_to_bucket(
+                frame_encoder_tokens(source_ids, t.max_source_length), buckets
+            )
+            target_ids, scores = generate_ids(encoder_tokens)
+            return blank_empty_sources(source_ids, target_ids, scores)
+
+        @tf.function(
+            input_signature=[tf.TensorSpec([None], tf.string, name=TEXT_INPUT)], autograph=False
+        )
+        def translate_text(text):
+            target_ids, scores = translate_ids(text_to_source_ids(t.tokenizers, text))
+            translation = target_text(t.tokenizers, target_ids, target_vocabulary_size)
+            return {TRANSLATION_OUTPUT: translation, SCORE_OUTPUT: scores}
+
+        @tf.function(
+            input_signature=[tf.TensorSpec([None, None], tf.int32, name=SOURCE_IDS_INPUT)],
+            autograph=False,
+        )
+        def translate_tokens(source_ids):
+            target_ids, scores = translate_ids(
+                padded_to_source_ids(source_ids, source_vocabulary_size)
+            )
+            return {TARGET_IDS_OUTPUT: target_ids, SCORE_OUTPUT: scores}
+
+        self.translate_text = translate_text
+        self.translate_tokens = translate_tokens
+
+    def signatures(self):
+        # The functions themselves, not concrete functions traced beforehand:
+        # tf.saved_model.save traces again in its save context, which would
+        # write every function twice.
+        return {TEXT_SIGNATURE: self.translate_text, TOKENS_SIGNATURE: self.translate_tokens}
+
+
+def _versions(model_base_path):
+    if not tf.io.gfile.isdir(model_base_path):
+        return []
+    return [int(name.rstrip("/")) for name in tf.io.gfile.listdir(model_base_path)
+            if re.fullmatch(r"\d+/?", name)]
+
+
+def export(
+    model,
+    tokenizers,
+    model_base_path,
+    *,
+    version=None,
+    method="greedy",
+    beam_size=4,
+    length_penalty=0.6,
+    max_length=None,
+    max_source_length=None,
+    xla=False,
+):
+    """Write a string-in, string-out SavedModel to `<model_base_path>/<version>/`.
+
+    Point TF Serving's `--model_base_path` (or the docker image's
+    `/models/<MODEL_NAME>` mount) at `model_base_path`; it serves the highest
+    version. The version is written to a hidden temporary folder first and
+    renamed into place, so a polling server never sees half a SavedModel.
+
+    Args:
+        model: a trained `Seq2SeqTransformer`.
+        tokenizers: its `Seq2SeqTokenizers`, saved into the export's `assets/`.
+        model_base_path: the folder of all versions; created if missing.
+        version: positive int. Defaults to `None`: one more than the
+            highest version there (1 for the first). An existing version is
+            never overwritten.
+        method, beam_size, length_penalty, max_length, max_source_length:
+            the decoding settings, fixed in the export, as `Translator`
+            takes them.
+        xla: bool. `False` (default): no op needs XLA, as TF Serving runs
+            by default. `True`: the generation function is compiled with
+            XLA (`jit_compile`); serve it with `--xla_cpu_compilation_enabled`
+            or `--xla_gpu_compilation_enabled`.
+
+    Returns:
+        The export folder, `<model_base_path>/<version>`.
+
+    Example:
+        >>> import tempfile
+        >>> from keras_tf.models import Seq2SeqTransformer, get_preset
+        >>> from keras_tf.text import Seq2SeqTokenizers
+        >>> tokenizers = Seq2SeqTokenizers.train(
+        ...     ["the cat sat on the mat"] * 20, ["le chat"] * 20, vocabulary_size=16)
+        >>> model = Seq2SeqTransformer(get_preset(
+        ...     "transformer_tiny", source_vocabulary_size=16, target_vocabulary_size=16))
+        >>> path = export(model, tokenizers, tempfile.mkdtemp() + "/translator", max_length=8)
+        >>> os.path.basename(path)
+        '1'
+    """
+    translator = Translator(
+        model,
+        tokenizers,
+        method=method,
+        beam_size=beam_size,
+        length_penalty=length_penalty,
+        max_length=max_length,
+        max_source_length=max_source_length,
+    )
+    if not isinstance(xla, bool):
+        raise TypeError(f"xla must be True or False; received xla={xla!r}")
+    model_base_path = os.fspath(model_base_path)
+    existing = _versions(model_base_path)
+    if version is None:
+        version = max(existing, default=0) + 1
+    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+        raise ValueError(f"version must be a positive integer; received version={version!r}")
+    export_dir = os.path.join(model_base_path, str(version))
+    if version in existing or tf.io.gfile.exists(export_dir):
+        raise FileExistsError(
+            f"{export_dir} exists; TF Serving versions are immutable. Pass a new "
+            f"version (the highest is {max(existing, default=version)}) or version=None "
+            "for the next one."
+        )
+
+    config = {
+        "format_version": FORMAT_VERSION,
+        "keras_tf_version": __version__,
+        "tensorflow_version": tf.__version__,
+        "version": version,
+        "signatures": {
+            TEXT_SIGNATURE: {"inputs": [TEXT_INPUT], "outputs": [TRANSLATION_OUTPUT, SCORE_OUTPUT]},
+            TOKENS_SIGNATURE: {
+                "inputs": [SOURCE_IDS_INPUT],
+                "outputs": [TARGET_IDS_OUTPUT, SCORE_OUTPUT],
+            },
+        },
+        **translator.get_config(),
+        "xla": xla,
+        "model": model.config.to_dict(),
+        "tokenizers": tokenizers.get_config(),
+    }
+    tf.io.gfile.makedirs(model_base_path)
+    # Hidden and not a number: TF Serving ignores it until the rename.
+    staging_dir = os.path.join(model_base_path, f".tmp-{version}-{uuid.uuid4().hex}")
+    with tempfile.TemporaryDirectory() as assets_dir:
+        tokenizers.save(assets_dir)
+        with open(os.path.join(assets_dir, CONFIG_FILENAME), "w", encoding="utf-8") as file:
+            json.dump(config, file, indent=2, ensure_ascii=False)
+            file.write("\n")
+        asset_paths = sorted(os.path.join(assets_dir, name) for name in os.listdir(assets_dir))
+
+        module = _TranslatorModule(translator, xla, asset_paths)
+        try:
+            # Tracing happens here, so the substitution must cover it.
+            with contextlib.nullcontext() if xla else _portable_slice_update():
+                tf.saved_model.save(
+                    module,
+                    staging_dir,
+                    signatures=module.signatures(),
+                    options=tf.saved_model.SaveOptions(experimental_custom_gradients=False),
+                )
+            needs_xla = sorted(op for op in saved_model_ops(staging_dir) if op.startswith("Xla"))
+            if needs_xla and not xla:
+                raise RuntimeError(
+                    f"The export without XLA holds ops that only run under XLA: {needs_xla}"
+                )
+            tf.io.gfile.rename(staging_dir, export_dir)
+        finally:
+            if tf.io.gfile.exists(staging_dir):
+                tf.io.gfile.rmtree(staging_dir)
+    return export_dir
+
+
+def read_export_config(export_dir):
+    """The settings `export` recorded in `<export_dir>/assets/keras_tf_serving.json`, as a dict."""
+    path = os.path.join(os.fspath(export_dir), "assets", CONFIG_FILENAME)
+    if not tf.io.gfile.exists(path):
+        raise FileNotFoundError(
+            f"No {CONFIG_FILENAME} in {export_dir}/assets; is it a keras_tf export?"
+        )
+    with tf.io.gfile.GFile(path, "r") as file:
+        return json.load(file)
