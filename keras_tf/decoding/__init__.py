@@ -10,7 +10,7 @@ from keras_tf.decoding.generate import (
     source_bucket,
 )
 from keras_tf.decoding.greedy import decode_token_by_token, greedy_search
-from keras_tf.decoding.sampling import sample_search, top_k_filter, top_p_filter
+from keras_tf.decoding.sampling import nucleus_mask, sample_search
 
 __all__ = [
     "Generation",
@@ -22,9 +22,8 @@ __all__ = [
     "greedy_search",
     "greedy_search_uncached",
     "make_step_fn",
+    "nucleus_mask",
     "sample_search",
     "source_bucket",
     "tile_beams",
-    "top_k_filter",
-    "top_p_filter",
 ]

@@ -144,7 +144,9 @@ class _Compiled:
         self.traces = 0
         # Sampling reads its random stream from here; `generate` sets the
         # state from the seed before each call.
-        self.seed_generator = keras.random.SeedGenerator(0)
+        self.seed_generator = None
+        if settings.method in ("top_k", "top_p"):
+            self.seed_generator = keras.random.SeedGenerator(0)
 
         # A weak reference: this entry lives in a dict keyed weakly by the model.
         self.model_ref = weakref.ref(model)

@@ -1,7 +1,8 @@
 """Top-k and top-p (nucleus) sampling over a step function.
 
-The filters follow keras-hub's `TopKSampler` and `TopPSampler` (top-k, then
-the shifted cumulative-probability mask of the nucleus). Their classes are
+The picking follows keras-hub's `TopKSampler` and `TopPSampler`: sort the
+top k (or all) tokens, keep the nucleus with a shifted cumulative
+probability mask, sample among them and map back to ids. Their classes are
 not reused: their loop fills a decoder-only prompt buffer and does not pad
 a sequence after its end token, and they draw from a `SeedGenerator` made
 when the sampler is built, so a second call continues the random stream
@@ -20,41 +21,29 @@ from keras_tf.models.config import END_ID, PAD_ID, START_ID
 _MASKED_LOGIT = -1e9
 
 
-def top_k_filter(logits, k):
-    """Keep the `k` largest logits of each row; mask the rest.
+def nucleus_mask(sorted_logits, p):
+    """Which tokens top-p keeps: the shortest prefix of a sorted row whose probability reaches `p`.
 
     Args:
-        logits: float32 `[batch, V]`.
-        k: Python int, 1 <= k <= V.
+        sorted_logits: float32 `[batch, n]`, each row in decreasing order.
+        p: float in (0, 1]. The most probable token is always kept.
+
+    Returns:
+        bool `[batch, n]`, True for the kept prefix.
+
+    Example:
+        >>> import numpy as np
+        >>> from keras import ops
+        >>> logits = np.log([[0.5, 0.3, 0.1, 0.1]])
+        >>> ops.convert_to_numpy(nucleus_mask(logits, 0.6)).tolist()
+        [[True, True, False, False]]
     """
-    # kth: [batch, 1], the k-th largest logit.
-    kth = ops.top_k(logits, k=k, sorted=True)[0][:, -1:]
-    return ops.where(logits < kth, _MASKED_LOGIT, logits)
-
-
-def top_p_filter(logits, p):
-    """Keep the smallest set of most probable tokens whose probability reaches `p`.
-
-    The most probable token is always kept.
-
-    Args:
-        logits: float32 `[batch, V]`.
-        p: float in (0, 1].
-    """
-    vocabulary_size = ops.shape(logits)[-1]
-    # sorted_logits, order: [batch, V], most probable first.
-    sorted_logits, order = ops.top_k(logits, k=vocabulary_size, sorted=True)
     cumulative = ops.cumsum(ops.softmax(sorted_logits, axis=-1), axis=-1)
-    # Keep a token if the tokens before it have not yet reached p.
-    keep = ops.concatenate(
+    # Keep a token while the tokens before it have not yet reached p.
+    return ops.concatenate(
         [ops.ones_like(cumulative[:, :1], dtype="bool"), cumulative[:, :-1] < p],
         axis=-1,
     )
-    # Kept tokens are a prefix of the sorted row; its last logit is the
-    # threshold: [batch, 1].
-    last_kept = ops.sum(ops.cast(keep, "int32"), axis=-1, keepdims=True) - 1
-    threshold = ops.take_along_axis(sorted_logits, last_kept, axis=-1)
-    return ops.where(logits < threshold, _MASKED_LOGIT, logits)
 
 
 def sample_search(
@@ -79,10 +68,11 @@ def sample_search(
         max_length: number of tokens to generate at most.
         seed_generator: a `keras.random.SeedGenerator`; the same state gives
             the same samples.
-        top_k: keep the k most probable tokens. Defaults to None (all).
-        top_p: keep the smallest set of tokens with probability >= p.
-            Defaults to None (all).
-        temperature: divides the logits before filtering. Defaults to 1.
+        top_k: sample among the k most probable tokens. Defaults to None (all).
+        top_p: sample among the fewest most probable tokens whose
+            probability reaches p. Defaults to None (all). With `top_k`
+            too, the nucleus is taken within the top k.
+        temperature: divides the logits first. Defaults to 1.
         start_id, end_id, pad_id: as in `greedy_search`.
 
     Returns:
@@ -93,21 +83,23 @@ def sample_search(
     Example:
         >>> import keras
         >>> from keras import ops
-        >>> def step_fn(tokens, cache, index):
-        ...     return ops.zeros((2, 10)), cache
+        >>> def step_fn(tokens, cache, index):  # logit i for token i
+        ...     return ops.tile(ops.arange(10.0)[None], (2, 1)), cache
         >>> tokens, _ = sample_search(step_fn, (), 2, 5,
         ...     keras.random.SeedGenerator(7), top_k=3, end_id=None)
-        >>> bool(ops.all(tokens < 3))
+        >>> bool(ops.all(tokens >= 7))
         True
     """
 
     def pick(logits, index):
-        logits = logits / temperature
-        if top_k is not None:
-            logits = top_k_filter(logits, top_k)
+        # Sample among the top k (or all) tokens, most probable first, as
+        # keras-hub's samplers do: values, order: [batch, k].
+        k = top_k if top_k is not None else ops.shape(logits)[-1]
+        values, order = ops.top_k(logits / temperature, k=k, sorted=True)
         if top_p is not None:
-            logits = top_p_filter(logits, top_p)
-        return keras.random.categorical(logits, 1, dtype="int32", seed=seed_generator)[:, 0]
+            values = ops.where(nucleus_mask(values, top_p), values, _MASKED_LOGIT)
+        choice = keras.random.categorical(values, 1, dtype="int32", seed=seed_generator)
+        return ops.take_along_axis(order, choice, axis=-1)[:, 0]
 
     return decode_token_by_token(
         step_fn, initial_cache, batch_size, max_length, pick,

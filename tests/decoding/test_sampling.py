@@ -2,40 +2,54 @@ import keras
 import numpy as np
 from keras import ops
 
-from keras_tf.decoding import generate, sample_search, top_k_filter, top_p_filter
+from keras_tf.decoding import generate, nucleus_mask, sample_search
 from tests.decoding.conftest import MAX_LENGTH, random_sources
 
-PROBS = np.array([0.0, 0.05, 0.05, 0.1, 0.5, 0.3], dtype="float32")
+# Probabilities of ids 0..5; id 0 is padding, which is never sampled.
+PROBS = np.array([0.2, 0.05, 0.05, 0.1, 0.3, 0.3], dtype="float32")
 
 
-def _kept(filtered):
-    return (ops.convert_to_numpy(filtered) > -1e8).tolist()
+def test_nucleus_mask_keeps_the_shortest_prefix_reaching_p():
+    sorted_logits = np.log(np.array([[0.5, 0.3, 0.1, 0.1]], "float32"))
 
+    def kept(p):
+        return ops.convert_to_numpy(nucleus_mask(sorted_logits, p)).tolist()
 
-def test_top_k_filter_keeps_the_k_largest():
-    logits = np.log(PROBS + 1e-9)[None]
-    assert _kept(top_k_filter(logits, 2)) == [[False, False, False, False, True, True]]
-
-
-def test_top_p_filter_keeps_the_smallest_set_reaching_p():
-    logits = np.log(PROBS + 1e-9)[None]
-    # 0.5 < 0.6 needs 0.3 too; 0.5 + 0.3 >= 0.8 needs nothing more.
-    assert _kept(top_p_filter(logits, 0.6)) == [[False, False, False, False, True, True]]
-    assert _kept(top_p_filter(logits, 0.8)) == [[False, False, False, False, True, True]]
-    assert _kept(top_p_filter(logits, 0.85)) == [[False, False, False, True, True, True]]
+    assert kept(0.5) == [[True, False, False, False]]
+    assert kept(0.6) == [[True, True, False, False]]
+    assert kept(0.79) == [[True, True, False, False]]
+    assert kept(0.81) == [[True, True, True, False]]
     # The most probable token is always kept.
-    assert _kept(top_p_filter(logits, 1e-6)) == [[False, False, False, False, True, False]]
+    assert kept(1e-6) == [[True, False, False, False]]
 
 
-def test_top_k_sampling_draws_from_the_renormalised_top_k():
+def _sample_frequencies(**kwargs):
     def step_fn(tokens, cache, index):
-        return ops.log(ops.tile(PROBS[None] + 1e-9, (4000, 1))), cache
+        return ops.log(ops.tile(PROBS[None], (4000, 1))), cache
 
     tokens, _ = sample_search(
-        step_fn, (), 4000, 1, keras.random.SeedGenerator(3), top_k=2, end_id=None
+        step_fn, (), 4000, 1, keras.random.SeedGenerator(3), end_id=None, **kwargs
     )
-    counts = np.bincount(ops.convert_to_numpy(tokens)[:, 0], minlength=6) / 4000
-    np.testing.assert_allclose(counts, [0, 0, 0, 0, 0.5 / 0.8, 0.3 / 0.8], atol=0.03)
+    return np.bincount(ops.convert_to_numpy(tokens)[:, 0], minlength=6) / 4000
+
+
+def test_top_k_samples_from_the_renormalised_top_k():
+    # The top 3 without padding: ids 4, 5 (0.3 each) and 3 (0.1).
+    np.testing.assert_allclose(
+        _sample_frequencies(top_k=3), [0, 0, 0, 1 / 7, 3 / 7, 3 / 7], atol=0.03
+    )
+
+
+def test_top_p_samples_from_the_renormalised_nucleus():
+    # Without padding the probabilities are 0.375, 0.375, 0.125, ...: p=0.7
+    # keeps ids 4 and 5.
+    np.testing.assert_allclose(
+        _sample_frequencies(top_p=0.7), [0, 0, 0, 0, 0.5, 0.5], atol=0.03
+    )
+
+
+def test_unrestricted_sampling_follows_the_model_without_padding():
+    np.testing.assert_allclose(_sample_frequencies(), np.r_[0, PROBS[1:] / 0.8], atol=0.03)
 
 
 def test_top_k_of_one_is_greedy(post_norm_model):
