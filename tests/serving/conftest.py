@@ -1,0 +1,205 @@
+"""One small model, its tokenizers and its exports, built once and shared by the serving tests.
+
+The model is transformer_tiny with random weights and an untied output
+projection (a random tied model mostly repeats one token): the tests check
+that the export gives exactly the in-process strings, not good ones.
+"""
+
+import base64
+import fcntl
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+from tensorflow_serving.apis import predict_pb2
+
+from keras_tf.models import Seq2SeqTransformer, get_preset
+from keras_tf.serving import Translator, export
+from keras_tf.text import Seq2SeqTokenizers
+
+MAX_LENGTH = 12
+MAX_SOURCE_LENGTH = 32
+MODEL_NAME = "translator"
+SERVING_PROCESS = os.path.join(os.path.dirname(__file__), "serving_process.py")
+
+WORDS = (
+    "open save close file tab notebook kernel cell run stop copy paste delete rename "
+    "export import view edit help search settings terminal console theme "
+    "fichier onglet noyau cellule café crème über straße"
+).split()
+
+
+def sentences(count, seed):
+    rng = np.random.default_rng(seed)
+    return [" ".join(rng.choice(WORDS, rng.integers(1, 8))) for _ in range(count)]
+
+
+def train_tokenizers(kind):
+    sources = sentences(500, seed=0)
+    targets = [" ".join(reversed(s.split())) for s in sources]
+    return Seq2SeqTokenizers.train(sources, targets, kind=kind, vocabulary_size=64)
+
+
+def random_model(tokenizers, seed):
+    keras.utils.set_random_seed(seed)
+    config = get_preset(
+        "transformer_tiny",
+        source_vocabulary_size=tokenizers.source_vocabulary_size,
+        target_vocabulary_size=tokenizers.target_vocabulary_size,
+        max_source_length=MAX_SOURCE_LENGTH,
+        max_target_length=MAX_SOURCE_LENGTH,
+        tie_embeddings=False,
+    )
+    return Seq2SeqTransformer(config)
+
+
+def shared_folder(tmp_path_factory, name):
+    """A folder of this test run that every pytest-xdist worker sees."""
+    base = tmp_path_factory.getbasetemp()
+    return (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / name
+
+
+def build_once(folder, build):
+    """Run `build(folder)` in the first process to get here; the others wait and reuse it.
+
+    Under `pytest -n 2` each worker has its own session fixtures; this keeps
+    them from training, exporting and serving everything twice.
+    """
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    with open(f"{folder}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (folder / "done").exists():
+            shutil.rmtree(folder, ignore_errors=True)  # what a failed build left
+            folder.mkdir()
+            build(folder)
+            (folder / "done").touch()
+    return folder
+
+
+class Exported:
+    """A model, its tokenizers, the in-process translator and the export of the same settings."""
+
+    def __init__(self, tmp_path_factory, name, kind, seed, xla=False, **settings):
+        settings = dict(max_length=MAX_LENGTH, **settings)
+
+        def build(folder):
+            tokenizers = train_tokenizers(kind)
+            model = random_model(tokenizers, seed)
+            tokenizers.save(folder / "tokenizers")
+            model.save_weights(folder / "model.weights.h5")
+            export(model, tokenizers, folder / MODEL_NAME, xla=xla, **settings)
+
+        folder = build_once(shared_folder(tmp_path_factory, name), build)
+        self.tokenizers = Seq2SeqTokenizers.load(folder / "tokenizers")
+        self.model = random_model(self.tokenizers, seed)
+        self.model.load_weights(folder / "model.weights.h5")
+        self.translator = Translator(self.model, self.tokenizers, **settings)
+        self.model_base_path = str(folder / MODEL_NAME)
+        self.export_dir = os.path.join(self.model_base_path, "1")
+
+
+@pytest.fixture(scope="session")
+def greedy_export(tmp_path_factory):
+    """SentencePiece, greedy, no XLA: the default export."""
+    return Exported(tmp_path_factory, "greedy", "sentencepiece", seed=3)
+
+
+@pytest.fixture(scope="session")
+def beam_export(tmp_path_factory):
+    """WordPiece, beam search of 3."""
+    return Exported(tmp_path_factory, "beam", "wordpiece", seed=4, method="beam", beam_size=3)
+
+
+@pytest.fixture(scope="session")
+def xla_export(tmp_path_factory):
+    """SentencePiece, greedy, generation compiled with XLA."""
+    return Exported(tmp_path_factory, "xla", "sentencepiece", seed=3, xla=True)
+
+
+def text_request(texts, signature_name="serving_default"):
+    """A TF Serving PredictRequest for the text signature, as docs/serving.md builds it."""
+    request = predict_pb2.PredictRequest()
+    request.model_spec.name = MODEL_NAME
+    request.model_spec.signature_name = signature_name
+    request.inputs["text"].CopyFrom(
+        tf.make_tensor_proto(texts, dtype=tf.string, shape=[len(texts)])
+    )
+    return request
+
+
+def tokens_request(source_ids):
+    request = predict_pb2.PredictRequest()
+    request.model_spec.name = MODEL_NAME
+    request.model_spec.signature_name = "translate_tokens"
+    request.inputs["source_ids"].CopyFrom(tf.make_tensor_proto(np.asarray(source_ids, np.int32)))
+    return request
+
+
+def serving_process(folder, exports, requests):
+    """Answer `requests` with `serving_process.py` in a fresh process; return its result dict.
+
+    Args:
+        folder: where the spec and result files go (also the working directory).
+        exports: `{key: export_dir}`.
+        requests: `[(request_id, export_key, PredictRequest, xla)]`.
+    """
+    spec = {
+        "exports": exports,
+        "requests": [
+            {
+                "id": request_id,
+                "export": key,
+                "request": base64.b64encode(request.SerializeToString()).decode(),
+                "xla": xla,
+            }
+            for request_id, key, request, xla in requests
+        ],
+    }
+    spec_path, result_path = folder / "spec.json", folder / "result.json"
+    spec_path.write_text(json.dumps(spec), encoding="utf-8")
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    # Away from the repository and its PYTHONPATH; keras_tf stays importable (it is
+    # installed), which makes "it was never imported" a real check.
+    env.pop("PYTHONPATH", None)
+    completed = subprocess.run(
+        [sys.executable, SERVING_PROCESS, str(spec_path), str(result_path)],
+        cwd=folder,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert completed.returncode == 0, completed.stderr[-4000:]
+    return json.loads(result_path.read_text(encoding="utf-8"))
+
+
+class Answers:
+    """The result of `serving_process`: PredictResponses or errors, by request id."""
+
+    def __init__(self, result):
+        self.result = result
+
+    def response(self, request_id):
+        """The PredictResponse, or raise with the server's error."""
+        answer = self.result["responses"][request_id]
+        if not answer["ok"]:
+            raise AssertionError(f"request {request_id!r} failed: {answer['error']}")
+        return predict_pb2.PredictResponse.FromString(base64.b64decode(answer["response"]))
+
+    def error(self, request_id):
+        answer = self.result["responses"][request_id]
+        return None if answer["ok"] else answer["error"]
+
+
+def output(response, name):
+    return tf.make_ndarray(response.outputs[name])
+
+
+def strings(response, name="translation"):
+    return [s.decode("utf-8") for s in output(response, name).tolist()]

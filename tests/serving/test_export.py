@@ -1,0 +1,165 @@
+"""The export's layout, records and signatures, and the translator's rules, in process."""
+
+import os
+import pathlib
+import re
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+from tensorflow.core.framework import types_pb2
+from tensorflow.core.protobuf import saved_model_pb2
+
+from keras_tf.models import Seq2SeqTransformer, get_preset
+from keras_tf.serving import (
+    CONFIG_FILENAME,
+    Translator,
+    clean_text,
+    export,
+    read_export_config,
+)
+from keras_tf.text import Seq2SeqTokenizers
+from tests.serving.conftest import MAX_LENGTH, MAX_SOURCE_LENGTH, sentences, text_request
+
+DOCS = pathlib.Path(__file__).resolve().parents[2] / "docs" / "serving.md"
+
+
+def signature_defs(export_dir):
+    saved_model = saved_model_pb2.SavedModel()
+    saved_model.ParseFromString((pathlib.Path(export_dir) / "saved_model.pb").read_bytes())
+    return saved_model.meta_graphs[0].signature_def
+
+
+def documented_signatures(max_length):
+    """The rows of docs/serving.md's signature table: (signature, direction, name, dtype, shape)."""
+    rows = re.findall(
+        r"^\| `(\w+)` \| (input|output) \| `(\w+)` \| `(DT_\w+)` \| `(\[[^\]]*\])` \|",
+        DOCS.read_text(encoding="utf-8"),
+        flags=re.MULTILINE,
+    )
+    assert rows, f"no signature table in {DOCS}"
+    return {
+        (signature, direction, name, dtype, shape.replace("max_length", str(max_length)))
+        for signature, direction, name, dtype, shape in rows
+    }
+
+
+def test_signatures_are_what_the_docs_tell_clients(greedy_export):
+    found = set()
+    for key, signature in signature_defs(greedy_export.export_dir).items():
+        if key == "__saved_model_init_op":  # TensorFlow's own, not a client signature
+            continue
+        for direction, tensors in (("input", signature.inputs), ("output", signature.outputs)):
+            for name, info in tensors.items():
+                shape = "[" + ", ".join(str(d.size) for d in info.tensor_shape.dim) + "]"
+                found.add((key, direction, name, types_pb2.DataType.Name(info.dtype), shape))
+    assert found == documented_signatures(MAX_LENGTH)
+
+
+def test_predict_request_from_the_documented_names_round_trips(greedy_export):
+    texts = ["open the file", "", "fichier café"]
+    request = text_request(texts)
+    parsed = type(request).FromString(request.SerializeToString())
+    assert parsed == request
+    assert parsed.model_spec.signature_name == "serving_default"
+    # The tensor the server would feed: the same strings, DT_STRING, shape [3].
+    tensor = tf.make_ndarray(parsed.inputs["text"])
+    assert parsed.inputs["text"].dtype == tf.string.as_datatype_enum
+    assert tensor.shape == (3,) and [t.decode() for t in tensor] == texts
+    loaded = tf.saved_model.load(greedy_export.export_dir)
+    outputs = loaded.signatures["serving_default"](text=tf.constant(tensor))
+    expected = greedy_export.translator.translate(texts)
+    assert [t.decode() for t in outputs["translation"].numpy()] == expected
+
+
+def test_version_directories(greedy_export, tmp_path):
+    assert greedy_export.export_dir == os.path.join(greedy_export.model_base_path, "1")
+    assert sorted(os.listdir(greedy_export.model_base_path)) == ["1"]  # no staging left
+    with pytest.raises(FileExistsError, match="versions are immutable"):
+        export(
+            greedy_export.model, greedy_export.tokenizers, greedy_export.model_base_path, version=1
+        )
+    with pytest.raises(ValueError, match="received version=0"):
+        export(greedy_export.model, greedy_export.tokenizers, tmp_path, version=0)
+    # The next version follows the highest number; other names are ignored.
+    for name in ("2", "7", "notes", ".tmp-9-x"):
+        (tmp_path / name).mkdir()
+    path = export(greedy_export.model, greedy_export.tokenizers, tmp_path, max_length=4)
+    assert path == os.path.join(tmp_path, "8")
+
+
+def test_export_records_its_settings_and_tokenizers(greedy_export, beam_export):
+    for exported, method, beam_size in ((greedy_export, "greedy", 1), (beam_export, "beam", 3)):
+        config = read_export_config(exported.export_dir)
+        assert config["method"] == method and config["beam_size"] == beam_size
+        assert config["max_length"] == MAX_LENGTH
+        assert config["max_source_length"] == MAX_SOURCE_LENGTH
+        assert config["xla"] is False
+        assert config["model"] == exported.model.config.to_dict()
+        assert config == {**config, **exported.translator.get_config()}
+        # The client-side tokenizers are in assets/ and give the same ids.
+        assets = os.path.join(exported.export_dir, "assets")
+        assert CONFIG_FILENAME in os.listdir(assets)
+        reloaded = Seq2SeqTokenizers.load(assets)
+        texts = sentences(8, seed=1)
+        assert (
+            reloaded.tokenize_source(texts).to_list()
+            == exported.tokenizers.tokenize_source(texts).to_list()
+        )
+
+
+def test_reload_with_tfsm_layer_and_saved_model_load(greedy_export):
+    texts = sentences(4, seed=2) + [""]
+    expected = greedy_export.translator.translate(texts)
+    layer = keras.layers.TFSMLayer(greedy_export.export_dir, call_endpoint="serving_default")
+    outputs = layer(tf.constant(texts))
+    assert [t.decode() for t in outputs["translation"].numpy()] == expected
+    loaded = tf.saved_model.load(greedy_export.export_dir)
+    outputs = loaded.translate_text(tf.constant(texts))  # the function, also saved
+    assert [t.decode() for t in outputs["translation"].numpy()] == expected
+
+
+def test_translator_rules(greedy_export):
+    translator = greedy_export.translator
+    assert translator.translate([]) == []
+    out = translator.translate_with_scores(["", "open file"])
+    assert out.texts[0] == "" and out.scores[0] == 0.0 and out.texts[1]
+    # Invalid UTF-8 is read as U+FFFD.
+    assert translator.translate([b"open \xff file"]) == translator.translate(["open \ufffd file"])
+    assert clean_text(tf.constant([b"a\xc3(b"])).numpy().tolist() == ["a\ufffd(b".encode()]
+
+
+def test_sources_are_cut_to_max_source_length_minus_one_ids(greedy_export):
+    # The documented rule: the first max_source_length - 1 subword ids, then END.
+    long_ids = np.arange(100, dtype=np.int32)[None, :] % 56 + 4
+    cut_ids = long_ids[:, : MAX_SOURCE_LENGTH - 1]
+    long_out = greedy_export.translator.translate_tokens(long_ids)
+    cut_out = greedy_export.translator.translate_tokens(cut_ids)
+    np.testing.assert_array_equal(long_out[0], cut_out[0])
+    loaded = tf.saved_model.load(greedy_export.export_dir)
+    served = loaded.signatures["translate_tokens"](source_ids=tf.constant(long_ids))
+    np.testing.assert_array_equal(served["target_ids"].numpy(), cut_out[0])
+
+
+def test_bad_arguments_get_clear_errors(greedy_export):
+    model, tokenizers = greedy_export.model, greedy_export.tokenizers
+    with pytest.raises(ValueError, match="method must be one of"):
+        Translator(model, tokenizers, method="top_k")
+    with pytest.raises(ValueError, match="received beam_size=0"):
+        Translator(model, tokenizers, method="beam", beam_size=0)
+    with pytest.raises(ValueError, match=r"max_length must be an integer in \[1, 32\]"):
+        Translator(model, tokenizers, max_length=33)
+    with pytest.raises(ValueError, match="length_penalty must be a number"):
+        Translator(model, tokenizers, method="beam", length_penalty="0.6")
+    with pytest.raises(ValueError, match="received max_source_length=1"):
+        Translator(model, tokenizers, max_source_length=1)
+    with pytest.raises(TypeError, match="Expected a keras_tf.text.Seq2SeqTokenizers"):
+        Translator(model, tokenizers.source_tokenizer)
+    with pytest.raises(TypeError, match="Wrap it in a list"):
+        greedy_export.translator.translate("open the file")
+    with pytest.raises(TypeError, match="xla must be True or False"):
+        export(model, tokenizers, "unused", xla="yes")
+    smaller = Seq2SeqTransformer(get_preset("transformer_tiny", source_vocabulary_size=32))
+    with pytest.raises(ValueError, match="source tokenizer has 64 ids but the model's"):
+        Translator(smaller, tokenizers)
