@@ -139,6 +139,7 @@ def draw(model, tokenizers, text, path, layer=None, head=None):
 
 
 def run(args):
+    import keras_tf.plots  # noqa: F401  (needs matplotlib: fail before translating)
     from keras_tf.cli.model_dir import check_model_dir, load_model_dir
 
     check_model_dir(args.model)

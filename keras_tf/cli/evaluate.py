@@ -38,6 +38,8 @@ def score(hypotheses, references):
 
 
 def run(args):
+    import sacrebleu  # noqa: F401  (missing without the demo extra: fail before translating)
+
     from keras_tf.cli.batch_translation import make_translator, translate_in_batches
     from keras_tf.cli.corpus_files import read_tsv_option
     from keras_tf.cli.model_dir import check_model_dir, load_model_dir

@@ -30,6 +30,9 @@ from keras_tf.cli import (
 )
 from keras_tf.cli.errors import EXIT_USER_ERROR, ArgumentParser, UserError, one_line
 
+# Installed by the `demo` extra: scoring, drawing, the demo corpus.
+OPTIONAL_MODULES = ("sacrebleu", "matplotlib", "jupyterlab_language_pack_fr_FR")
+
 COMMANDS = {
     "demo": demo,
     "train": train,
@@ -80,6 +83,12 @@ def main(argv=None):
         # The library's checks of what the user passed: a malformed corpus
         # line, a vocabulary its corpus cannot fill, an unwritable folder.
         print(f"{prefix}: error: {one_line(error)}", file=sys.stderr)
+        return 1
+    except ModuleNotFoundError as error:
+        if error.name not in OPTIONAL_MODULES:
+            raise
+        print(f"{prefix}: error: {error}; the demo extra installs it: "
+              "pip install -e '.[demo]'", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print(f"{prefix}: interrupted", file=sys.stderr)

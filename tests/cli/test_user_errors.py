@@ -3,6 +3,7 @@
 import os
 import re
 import subprocess
+import sys
 
 import pytest
 
@@ -85,6 +86,14 @@ def test_user_error_is_one_line(case, paths, capsys):
     assert lines[0].startswith(f"keras-tf {command}: error: " if command else "keras-tf: error: ")
     assert fragment in lines[0]
     assert "Traceback" not in captured.err + captured.out
+
+
+def test_missing_demo_extra_is_one_line(paths, capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, "sacrebleu", None)  # as if not installed
+    assert main(["evaluate", "--model", paths["model"], "--test", paths["test"]]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert err.startswith("keras-tf evaluate: error: ") and "pip install -e '.[demo]'" in err
 
 
 # TensorFlow's C++ start-up log (absl's "I0000 00:00:..." lines and its
