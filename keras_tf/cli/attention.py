@@ -21,8 +21,12 @@ def add_arguments(parser):
     parser.add_argument("--model", required=True, metavar="DIR", help="from keras-tf train")
     parser.add_argument("--text", required=True, help="the source sentence")
     parser.add_argument("--out", required=True, metavar="FILE", help="the PNG to write")
-    parser.add_argument("--layer", type=int_in_range(0), help="decoder layer; default: average")
-    parser.add_argument("--head", type=int_in_range(0), help="attention head; default: average")
+    parser.add_argument(
+        "--layer", metavar="N", type=int_in_range(0), help="decoder layer; default: average"
+    )
+    parser.add_argument(
+        "--head", metavar="N", type=int_in_range(0), help="attention head; default: average"
+    )
 
 
 def vocabulary(tokenizer):
@@ -86,8 +90,9 @@ def cross_attention(model, tokenizers, text):
     _, weights = model.attention_probe(
         {"encoder_tokens": encoder_tokens, "decoder_tokens": decoder_tokens}
     )
+    # weights: [1, layers, heads, T, S]
     return CrossAttention(
-        weights=np.asarray(weights, dtype="float32")[0],  # [1, layers, heads, T, S] -> [layers, ...]
+        weights=np.asarray(weights, dtype="float32")[0],
         source_tokens=token_names(tokenizers.source_tokenizer, encoder_tokens[0]),
         target_tokens=token_names(tokenizers.target_tokenizer, generated),
         translation=tokenizers.detokenize_target(generated[None]).numpy()[0].decode("utf-8"),
@@ -122,7 +127,7 @@ def select(weights, layer=None, head=None):
 
 
 def draw(model, tokenizers, text, path, layer=None, head=None):
-    """Translate `text` and draw its cross-attention to the PNG `path`. Returns the `CrossAttention`."""
+    """Draw the cross-attention behind the translation of `text` to `path`; return it."""
     from keras_tf.plots import attention_heatmap
 
     check_layer_and_head(model.config, layer, head)

@@ -54,7 +54,9 @@ ATTENTION_SENTENCE = "Save the notebook before closing"
 
 
 def add_arguments(parser):
-    parser.add_argument("--quick", action="store_true", help=f"{QUICK.epochs} epochs, not {FULL.epochs}")
+    parser.add_argument(
+        "--quick", action="store_true", help=f"{QUICK.epochs} epochs, not {FULL.epochs}"
+    )
     parser.add_argument(
         "--out", default="keras-tf-demo", metavar="DIR",
         help="where the data, model, export and figures go; default: ./keras-tf-demo",
@@ -73,13 +75,15 @@ def _load_corpus():
 def side_by_side(rows, headers, width):
     """A plain-text table, each cell wrapped to its column."""
     column = max(12, (width - 3 * (len(headers) - 1)) // len(headers))
-    lines = [" | ".join(h.ljust(column) for h in headers), "-+-".join("-" * column for _ in headers)]
+    lines = [
+        " | ".join(header.ljust(column) for header in headers),
+        "-+-".join("-" * column for _ in headers),
+    ]
     for row in rows:
         cells = [textwrap.wrap(text, column) or [""] for text in row]
         for i in range(max(map(len, cells))):
-            lines.append(
-                " | ".join((cell[i] if i < len(cell) else "").ljust(column) for cell in cells).rstrip()
-            )
+            parts = ((cell[i] if i < len(cell) else "").ljust(column) for cell in cells)
+            lines.append(" | ".join(parts).rstrip())
         lines.append("")
     return "\n".join(lines)
 
@@ -154,7 +158,7 @@ def run(args):
     print(export_dir)
     seconds["export"] = time.perf_counter() - began
 
-    began = _stage("Reloading the export as TF Serving does (tf.saved_model.load, serving_default)")
+    began = _stage("Reloading the export as TF Serving would (tf.saved_model.load)")
     step = max(1, len(corpus.test) // settings.samples)
     picked = list(range(0, len(corpus.test), step))[: settings.samples]
     sources = [corpus.test.sources[i] for i in picked]
@@ -205,8 +209,11 @@ def run(args):
     print(f"  keras-tf train --train {paths['train']} --valid {paths['valid']} --preset {PRESET} "
           f"--vocabulary-size {settings.vocabulary_size} --max-length {settings.max_length} "
           f"--epochs {settings.epochs} --warmup-steps {settings.warmup_steps} --out {model_dir}")
-    print(f"  keras-tf evaluate --model {model_dir} --test {data}/test.tsv --beam-size {settings.beam_size}")
-    print(f"  keras-tf export --model {model_dir} --out {os.path.join(out, 'export', 'translator')}")
-    print(f"  keras-tf attention --model {model_dir} --text {ATTENTION_SENTENCE!r} --out {attention_png}")
+    print(f"  keras-tf evaluate --model {model_dir} --test {data}/test.tsv "
+          f"--beam-size {settings.beam_size}")
+    print(f"  keras-tf export --model {model_dir} --beam-size {settings.beam_size} "
+          f"--out {os.path.join(out, 'export', 'translator')}")
+    print(f"  keras-tf attention --model {model_dir} --text {ATTENTION_SENTENCE!r} "
+          f"--out {attention_png}")
     print(f"  echo 'Save the notebook' | keras-tf translate --model {model_dir}")
     return 0

@@ -24,7 +24,7 @@ def add_arguments(parser):
         "--out", required=True, metavar="BASE/NAME/VERSION", help="where the SavedModel goes"
     )
     parser.add_argument(
-        "--beam-size", type=int_in_range(1), default=4,
+        "--beam-size", metavar="N", type=int_in_range(1), default=4,
         help="1 for greedy decoding; default: 4, the paper's",
     )
     parser.add_argument(

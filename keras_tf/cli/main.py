@@ -97,7 +97,7 @@ def main(argv=None):
 
 @contextlib.contextmanager
 def _library_messages_on_stderr():
-    """keras_tf's INFO messages (corpus counts, resuming) as bare lines on stderr, while it runs."""
+    """Show keras_tf's INFO messages (corpus counts, resuming) as bare lines on stderr."""
     logger = logging.getLogger("keras_tf")
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(message)s"))

@@ -12,9 +12,9 @@ from keras_tf.cli.errors import int_in_range, writable_file
 def add_arguments(parser):
     parser.add_argument("--out", default="positional_encoding.png", metavar="FILE",
                         help="the PNG to write; default: positional_encoding.png")
-    parser.add_argument("--d-model", type=int_in_range(2, 4096), default=128,
+    parser.add_argument("--d-model", metavar="N", type=int_in_range(2, 4096), default=128,
                         help="model width; default: 128")
-    parser.add_argument("--length", type=int_in_range(1, 10000), default=64,
+    parser.add_argument("--length", metavar="N", type=int_in_range(1, 10000), default=64,
                         help="positions; default: 64")
 
 

@@ -35,14 +35,18 @@ def add_arguments(parser):
         metavar="NAME",
         help="transformer_tiny, transformer_small (default), transformer_base or transformer_big",
     )
-    parser.add_argument("--epochs", type=int_in_range(1), default=10, help="default: 10")
+    parser.add_argument(
+        "--epochs", metavar="N", type=int_in_range(1), default=10, help="default: 10"
+    )
     parser.add_argument(
         "--steps", type=int_in_range(1), metavar="N",
         help="batches per epoch (the data repeats); default: one pass over --train",
     )
-    parser.add_argument("--batch-size", type=int_in_range(1), default=64, help="default: 64")
     parser.add_argument(
-        "--vocabulary-size", type=int_in_range(5), default=8000,
+        "--batch-size", metavar="N", type=int_in_range(1), default=64, help="default: 64"
+    )
+    parser.add_argument(
+        "--vocabulary-size", metavar="N", type=int_in_range(5), default=8000,
         help="shared source and target vocabulary; default: 8000",
     )
     parser.add_argument(
@@ -55,14 +59,14 @@ def add_arguments(parser):
         "default: the preset's",
     )
     parser.add_argument(
-        "--warmup-steps", type=int_in_range(1), default=4000,
+        "--warmup-steps", metavar="N", type=int_in_range(1), default=4000,
         help="warm-up of the paper's learning-rate schedule; default: 4000",
     )
     parser.add_argument(
         "--skip-bad-lines", action="store_true",
         help="skip malformed TSV lines (and report their count) instead of stopping",
     )
-    parser.add_argument("--seed", type=int_in_range(0), default=0, help="default: 0")
+    parser.add_argument("--seed", metavar="N", type=int_in_range(0), default=0, help="default: 0")
     parser.add_argument(
         "--mixed-precision", nargs="?", const="bfloat16", choices=sorted(MIXED_PRECISION),
         help="compute in bfloat16 (the default when given without a value) or float16 "

@@ -16,10 +16,12 @@ from keras_tf.cli.errors import int_in_range
 def add_arguments(parser):
     parser.add_argument("--model", required=True, metavar="DIR", help="from keras-tf train")
     parser.add_argument(
-        "--beam-size", type=int_in_range(1), default=4,
+        "--beam-size", metavar="N", type=int_in_range(1), default=4,
         help="1 for greedy decoding; default: 4, the paper's",
     )
-    parser.add_argument("--batch-size", type=int_in_range(1), default=32, help="default: 32")
+    parser.add_argument(
+        "--batch-size", metavar="N", type=int_in_range(1), default=32, help="default: 32"
+    )
 
 
 def read_batches(stream, batch_size):
