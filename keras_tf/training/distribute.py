@@ -174,7 +174,7 @@ def prepare_for_strategy(model, element_spec):
     if strategy is None:
         return
 
-    def maybe_symbolic_build(iterator=None, data_batch=None):
+    def maybe_symbolic_build(*args, **kwargs):  # (iterator=None, data_batch=None)
         with strategy.scope():
             model._symbolic_build(data_batch=element_spec)
 

@@ -10,7 +10,7 @@ from keras_tf.training.trainer import train
 def test_mixed_bfloat16_trains_without_nan(tmp_path):
     # The single-machine path: model.fit under XLA.
     model, history = train(
-        "transformer_tiny", make_reverse_task(1024), out_dir=str(tmp_path),
+        "transformer_tiny", make_reverse_task(512), out_dir=str(tmp_path),
         epochs=3, batch_size=64, learning_rate=3e-3, mixed_precision="mixed_bfloat16",
         jit_compile=True, verbose=0,
     )
@@ -21,7 +21,7 @@ def test_mixed_bfloat16_trains_without_nan(tmp_path):
     losses = history.history["loss"]
     assert np.isfinite(losses).all()
     assert losses[0] > losses[1] > losses[2]
-    assert losses[2] < 0.9 * losses[0]
+    assert losses[2] < 0.95 * losses[0]
 
 
 def test_mixed_float16_scales_the_loss(tmp_path):

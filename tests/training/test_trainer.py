@@ -16,55 +16,34 @@ from keras_tf.training.trainer import _shuffled_epochs, train
 FAST = dict(batch_size=32, learning_rate=3e-3, jit_compile=False, verbose=0)
 
 
-@pytest.fixture(scope="module")
-def trained(tmp_path_factory):
-    """Two epochs on the reverse task, with validation."""
-    out_dir = tmp_path_factory.mktemp("trained")
-    model, history = train(
-        "transformer_tiny", make_reverse_task(256), make_reverse_task(64, seed=1),
-        out_dir=str(out_dir), epochs=2, **FAST,
-    )
-    return out_dir, model, history
+def test_writes_files_then_a_rerun_restores_and_continues(tmp_path):
+    # One test: pytest-xdist would train a shared module fixture once per worker.
+    data = make_reverse_task(256), make_reverse_task(64, seed=1)
+    model, history = train("transformer_tiny", *data, out_dir=str(tmp_path), epochs=2, **FAST)
 
-
-def test_writes_config_best_model_backup_and_history(trained):
-    out_dir, model, history = trained
-    assert sorted(os.listdir(out_dir)) == ["backup", "config.json", "history.csv", "model.keras"]
-    config = json.loads((out_dir / "config.json").read_text())
+    assert sorted(os.listdir(tmp_path)) == ["backup", "config.json", "history.csv", "model.keras"]
+    config = json.loads((tmp_path / "config.json").read_text())
     assert TransformerConfig.from_dict(config) == get_preset("transformer_tiny")
-
     # val_loss fell in the second epoch, so the best model is the final one.
     assert history.history["val_loss"][1] < history.history["val_loss"][0]
-    best = keras.models.load_model(out_dir / "model.keras")
+    best = keras.models.load_model(tmp_path / "model.keras")
     for a, b in zip(best.get_weights(), model.get_weights()):
         np.testing.assert_array_equal(a, b)
-
-    state = json.loads((out_dir / "backup" / "state.json").read_text())
+    state = json.loads((tmp_path / "backup" / "state.json").read_text())
     assert state == {
         "epoch": 2,
         "weights": "epoch-0002.weights.h5",
         "best": pytest.approx(history.history["val_loss"][1]),
     }
-    assert sorted(os.listdir(out_dir / "backup")) == ["epoch-0002.weights.h5", "state.json"]
-    rows = (out_dir / "history.csv").read_text().splitlines()
+    assert sorted(os.listdir(tmp_path / "backup")) == ["epoch-0002.weights.h5", "state.json"]
+    rows = (tmp_path / "history.csv").read_text().splitlines()
     assert rows[0].split(",") == [
         "epoch", "loss", "masked_accuracy", "val_loss", "val_masked_accuracy"
     ]
     assert [row.split(",")[0] for row in rows[1:]] == ["0", "1"]
 
-
-def test_rerun_restores_and_continues(trained, tmp_path):
-    out_dir, model, _ = trained
-    # A copy, so the module's run stays as it was.
-    tf.io.gfile.makedirs(str(tmp_path / "backup"))
-    for name in ("backup/state.json", "backup/epoch-0002.weights.h5", "history.csv"):
-        tf.io.gfile.copy(str(out_dir / name), str(tmp_path / name))
-
     # The same command after a finished run trains nothing and returns the final weights.
-    again, history = train(
-        "transformer_tiny", make_reverse_task(256), make_reverse_task(64, seed=1),
-        out_dir=str(tmp_path), epochs=2, **FAST,
-    )
+    again, history = train("transformer_tiny", *data, out_dir=str(tmp_path), epochs=2, **FAST)
     assert history.epoch == []
     for a, b in zip(again.get_weights(), model.get_weights()):
         np.testing.assert_array_equal(a, b)
@@ -72,12 +51,10 @@ def test_rerun_restores_and_continues(trained, tmp_path):
     assert int(again.optimizer.iterations) == int(model.optimizer.iterations) == 16
 
     # More epochs continue from there.
-    _, history = train(
-        "transformer_tiny", make_reverse_task(256), make_reverse_task(64, seed=1),
-        out_dir=str(tmp_path), epochs=3, **FAST,
-    )
+    _, history = train("transformer_tiny", *data, out_dir=str(tmp_path), epochs=3, **FAST)
     assert history.epoch == [2]
     assert json.loads((tmp_path / "backup" / "state.json").read_text())["epoch"] == 3
+    assert len((tmp_path / "history.csv").read_text().splitlines()) == 1 + 3
 
 
 def test_accepts_a_tf_data_dataset(tmp_path):
