@@ -51,6 +51,10 @@ def training_curve(history, path, *, title="Training curve"):
     epochs = np.asarray(history.get("epoch", range(count)), dtype=float) + 1
     figure = Figure(figsize=TRAINING_CURVE_SIZE, dpi=DPI, layout="constrained")
     loss_axes, accuracy_axes = figure.subplots(1, 2)
+    # The epoch whose model `train` keeps as model.keras.
+    best = None
+    if history.get("val_loss"):
+        best = epochs[int(np.argmin(history["val_loss"]))]
     panels = (
         (loss_axes, "loss", "loss (label-smoothed cross-entropy)"),
         (accuracy_axes, "masked_accuracy", "masked token accuracy"),
@@ -59,6 +63,9 @@ def training_curve(history, path, *, title="Training curve"):
         for key, split in ((name, "training"), (f"val_{name}", "validation")):
             if key in history:
                 axes.plot(epochs, history[key], marker="o", markersize=3, label=split)
+        if best is not None:
+            axes.axvline(best, color="grey", linestyle="--", linewidth=1,
+                         label=f"lowest validation loss (epoch {best:g})")
         axes.set_xlabel("epoch")
         axes.set_ylabel(label)
         axes.grid(alpha=0.3)
