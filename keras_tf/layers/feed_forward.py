@@ -17,7 +17,7 @@ class FeedForward(keras.layers.Layer):
 
     Example:
         >>> import numpy as np
-        >>> FeedForward(d_model=4, d_ff=16)(np.zeros((1, 3, 4))).shape
+        >>> tuple(FeedForward(d_model=4, d_ff=16)(np.zeros((1, 3, 4))).shape)
         (1, 3, 4)
     """
 

@@ -42,7 +42,7 @@ class MultiHeadAttention(keras.layers.Layer):
         >>> import numpy as np
         >>> mha = MultiHeadAttention(num_heads=2, d_model=8)
         >>> x = np.random.rand(1, 5, 8).astype("float32")
-        >>> mha(x).shape
+        >>> tuple(mha(x).shape)
         (1, 5, 8)
 
     References:

@@ -49,7 +49,7 @@ class PositionalEmbedding(keras.layers.Layer):
     Example:
         >>> import numpy as np
         >>> layer = PositionalEmbedding(vocabulary_size=10, d_model=4, max_length=8)
-        >>> layer(np.array([[3, 4, 0]])).shape
+        >>> tuple(layer(np.array([[3, 4, 0]])).shape)
         (1, 3, 4)
 
     References:

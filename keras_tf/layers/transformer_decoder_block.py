@@ -39,7 +39,7 @@ class TransformerDecoderBlock(TransformerBlockBase):
         >>> import numpy as np
         >>> block = TransformerDecoderBlock(d_model=8, num_heads=2, d_ff=16)
         >>> y = np.zeros((2, 4, 8), "float32"); memory = np.zeros((2, 6, 8), "float32")
-        >>> block(y, memory).shape
+        >>> tuple(block(y, memory).shape)
         (2, 4, 8)
     """
 

@@ -36,7 +36,7 @@ class TransformerEncoderBlock(TransformerBlockBase):
     Example:
         >>> import numpy as np
         >>> block = TransformerEncoderBlock(d_model=8, num_heads=2, d_ff=16)
-        >>> block(np.zeros((2, 5, 8), "float32")).shape
+        >>> tuple(block(np.zeros((2, 5, 8), "float32")).shape)
         (2, 5, 8)
     """
 

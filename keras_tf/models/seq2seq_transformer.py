@@ -31,7 +31,7 @@ class Seq2SeqTransformer(keras.Model):
         >>> model = Seq2SeqTransformer(get_preset("transformer_tiny"))
         >>> batch = {"encoder_tokens": np.array([[5, 6, 7, 0]]),
         ...          "decoder_tokens": np.array([[2, 7, 6]])}
-        >>> model(batch).shape
+        >>> tuple(model(batch).shape)
         (1, 3, 64)
     """
 

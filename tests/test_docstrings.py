@@ -1,0 +1,29 @@
+"""The Examples in the core docstrings run and print what they show."""
+
+import doctest
+import importlib
+
+import pytest
+
+MODULES = [
+    "keras_tf.layers.masks",
+    "keras_tf.layers.multi_head_attention",
+    "keras_tf.layers.positional_embedding",
+    "keras_tf.layers.feed_forward",
+    "keras_tf.layers.transformer_encoder_block",
+    "keras_tf.layers.transformer_decoder_block",
+    "keras_tf.models.config",
+    "keras_tf.models.seq2seq_transformer",
+    "keras_tf.training.losses",
+    "keras_tf.training.metrics",
+    "keras_tf.training.schedules",
+    "keras_tf.training.reverse_task",
+]
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_docstring_examples(name):
+    module = importlib.import_module(name)
+    results = doctest.testmod(module, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    assert results.attempted > 0
+    assert results.failed == 0
