@@ -1,14 +1,18 @@
-"""Training pieces: the paper's loss, metric, schedule and optimizer."""
+"""Training pieces: the paper's loss, metric, schedule and optimizer, and the entry point."""
 
+from keras_tf.training.distribute import make_strategy
 from keras_tf.training.losses import MaskedSparseCategoricalCrossentropy
 from keras_tf.training.metrics import MaskedTokenAccuracy
 from keras_tf.training.reverse_task import make_reverse_task
 from keras_tf.training.schedules import TransformerSchedule, transformer_adam
+from keras_tf.training.trainer import train
 
 __all__ = [
     "MaskedSparseCategoricalCrossentropy",
     "MaskedTokenAccuracy",
     "TransformerSchedule",
     "make_reverse_task",
+    "make_strategy",
+    "train",
     "transformer_adam",
 ]

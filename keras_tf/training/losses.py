@@ -2,6 +2,7 @@
 
 import keras
 from keras import ops
+from keras.src.losses.loss import scale_loss_for_distribution
 
 from keras_tf.models.config import PAD_ID
 
@@ -73,7 +74,10 @@ class MaskedSparseCategoricalCrossentropy(keras.losses.Loss):
                 sample_weight = ops.expand_dims(sample_weight, -1)
             losses = losses * sample_weight
             weights = weights * sample_weight
-        return ops.sum(losses) / ops.maximum(ops.sum(weights), 1.0)
+        loss = ops.sum(losses) / ops.maximum(ops.sum(weights), 1.0)
+        # Keras's own Loss.__call__ divides by the number of replicas under
+        # tf.distribute (the per-replica losses are summed); so must we.
+        return scale_loss_for_distribution(loss)
 
     def get_config(self):
         config = super().get_config()

@@ -135,13 +135,6 @@ def test_two_workers_match_mirrored_and_one_process(tmp_path):
             np.testing.assert_allclose(distributed[key], single[key], atol=1e-6, err_msg=key)
     for name in ("worker0", "mirrored"):
         distributed = _history(results[name])
-        ratio = np.divide(distributed["loss"], single["loss"])
-        if np.allclose(ratio, 2.0, rtol=1e-5):
-            pytest.xfail(
-                "MaskedSparseCategoricalCrossentropy.__call__ bypasses Keras's "
-                "scale_loss_for_distribution: with 2 replicas the loss is twice "
-                "the one-process loss; the fix belongs in losses.py"
-            )
         for key in ("loss", "val_loss"):
             np.testing.assert_allclose(distributed[key], single[key], rtol=1e-5, err_msg=key)
 
