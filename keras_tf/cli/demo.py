@@ -1,7 +1,7 @@
 """Train, score, export and draw an English→French Transformer on real data, on a CPU.
 
-    pip install -e ".[demo]" && keras-tf demo      # about 10 minutes on 2 CPU cores
-    keras-tf demo --quick                          # about 2 minutes, a first look
+    pip install -e ".[demo]" && keras-tf demo      # 4 to 8 minutes on 2 CPU cores
+    keras-tf demo --quick                          # 2 to 4 minutes, a first look
 
 The corpus is the ~3,000 English→French UI strings of the JupyterLab French
 language pack (jupyterlab-language-pack-fr-fr, BSD-3-Clause), read from the
