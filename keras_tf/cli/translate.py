@@ -7,6 +7,7 @@ Lines are read and translated --batch-size at a time (each line as soon as
 it is typed, in a terminal). An empty line gives an empty line.
 """
 
+import io
 import itertools
 import sys
 
@@ -39,7 +40,11 @@ def run(args):
     trained = load_model_dir(args.model)
     translator = make_translator(trained.model, trained.tokenizers, args.beam_size)
     batch_size = 1 if sys.stdin.isatty() else args.batch_size
-    for batch in read_batches(sys.stdin, batch_size):
+    stdin = sys.stdin
+    if hasattr(stdin, "buffer"):
+        # Bytes that are not UTF-8 become U+FFFD, as in the export, not an error.
+        stdin = io.TextIOWrapper(stdin.buffer, encoding="utf-8", errors="replace")
+    for batch in read_batches(stdin, batch_size):
         for line in translate_in_batches(translator, batch, batch_size):
             sys.stdout.write(line + "\n")
         sys.stdout.flush()
