@@ -34,6 +34,8 @@ setup(
         "tensorflow-text>=2.21,<2.22",
         "keras>=3.15",
         "keras-hub>=0.32",
+        # keras.callbacks.TensorBoard needs it; the tensorflow 2.21 wheel no longer pulls it in.
+        "tensorboard>=2.21,<2.22",
         "numpy",
     ],
     extras_require={

@@ -7,7 +7,7 @@
       model.keras    the best model so far on the validation loss   (train)
       backup/        the last finished epoch, for resuming          (train)
       history.csv    one row per finished epoch                     (train)
-      logs/          TensorBoard summaries, if tensorboard is installed (train)
+      logs/          TensorBoard summaries (train)
 
 Running `train_model_dir` again on the same directory reuses its tokenizers
 and resumes from `backup/`; options that would change the model or its

@@ -7,8 +7,7 @@ shared SentencePiece (or WordPiece) vocabulary from the training file, then
 trains with `keras_tf.training.train`: `model.fit` with `jit_compile=True`,
 the best model on the validation loss in DIR/model.keras, TerminateOnNaN,
 a backup of every finished epoch in DIR/backup (a killed run resumes from
-it when the same command is run again) and TensorBoard logs in DIR/logs
-(when tensorboard is installed). DIR also gets the tokenizers, the model
+it when the same command is run again) and TensorBoard logs in DIR/logs. DIR also gets the tokenizers, the model
 config and options.json: all that `evaluate`, `translate`, `export` and
 `attention` need.
 """

@@ -11,14 +11,13 @@ Files in `out_dir` (written by the chief only):
     backup/state.json            {"epoch": epochs done, "weights": file, "best": ...}
     backup/epoch-NNNN.weights.h5 model and optimizer variables after NNNN epochs
     history.csv                  one row per finished epoch, across restarts
-    logs/                        TensorBoard summaries, when tensorboard is installed
+    logs/                        TensorBoard summaries
 
 Every file is written to a temporary name in its directory and renamed into
 place, so a kill at any moment leaves the previous file whole. `state.json`
 is renamed last: it is the commit point of a backup.
 """
 
-import importlib.util
 import json
 import logging
 import math
@@ -179,10 +178,7 @@ def train(
             _Checkpointer(write_dir, monitor=monitor, best=best),
             keras.callbacks.CSVLogger(os.path.join(write_dir, "history.csv"), append=True),
         ]
-        if importlib.util.find_spec("tensorboard") is not None:
-            builtin.append(keras.callbacks.TensorBoard(os.path.join(write_dir, "logs")))
-        else:
-            logger.info("tensorboard is not installed; no summaries in %s/logs", out_dir)
+        builtin.append(keras.callbacks.TensorBoard(os.path.join(write_dir, "logs")))
         history = model.fit(
             train_set,
             validation_data=valid_set,

@@ -122,7 +122,7 @@ def test_two_workers_match_mirrored_and_one_process(tmp_path):
 
     # Only the chief wrote to out_dir: one history row per epoch, not two.
     out_dir = runs["worker0"][2]
-    assert sorted(os.listdir(out_dir)) == ["backup", "config.json", "history.csv", "model.keras"]
+    assert sorted(os.listdir(out_dir)) == ["backup", "config.json", "history.csv", "logs", "model.keras"]
     assert json.loads((out_dir / "backup" / "state.json").read_text())["epoch"] == 2
     assert len((out_dir / "history.csv").read_text().splitlines()) == 1 + 2
 

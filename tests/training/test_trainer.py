@@ -21,7 +21,9 @@ def test_writes_files_then_a_rerun_restores_and_continues(tmp_path):
     data = make_reverse_task(256), make_reverse_task(64, seed=1)
     model, history = train("transformer_tiny", *data, out_dir=str(tmp_path), epochs=2, **FAST)
 
-    assert sorted(os.listdir(tmp_path)) == ["backup", "config.json", "history.csv", "model.keras"]
+    assert sorted(os.listdir(tmp_path)) == ["backup", "config.json", "history.csv", "logs", "model.keras"]
+    events = [f for _, _, files in os.walk(tmp_path / "logs") for f in files]
+    assert any(f.startswith("events.out.tfevents") for f in events), events
     config = json.loads((tmp_path / "config.json").read_text())
     assert TransformerConfig.from_dict(config) == get_preset("transformer_tiny")
     # val_loss fell in the second epoch, so the best model is the final one.
