@@ -37,21 +37,16 @@ import tensorflow as tf  # noqa: E402
 
 from keras_tf.decoding import generate, greedy_search_uncached  # noqa: E402
 from keras_tf.decoding.greedy import exclude_padding  # noqa: E402
-from keras_tf.models import START_ID, Seq2SeqTransformer, TransformerConfig  # noqa: E402
+from keras_tf.models import START_ID, Seq2SeqTransformer  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import common  # noqa: E402
 
 BATCH_SIZE = 8
 SOURCE_LENGTH = 64
-BENCH_SMALL = TransformerConfig(
-    source_vocabulary_size=8000,
-    target_vocabulary_size=8000,
-    d_model=256,
-    num_heads=8,
-    d_ff=1024,
-    num_encoder_layers=3,
-    num_decoder_layers=3,
-    dropout=0.1,
-    max_source_length=SOURCE_LENGTH,
-    max_target_length=320,
+# Bench-small with room for 64 source tokens and 256 new target tokens.
+BENCH_SMALL = common.BENCH_SMALL.replace(
+    max_source_length=SOURCE_LENGTH, max_target_length=320
 )
 
 

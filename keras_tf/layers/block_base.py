@@ -81,6 +81,24 @@ class TransformerBlockBase(keras.layers.Layer):
         norm.build(inputs_shape)
         return dropout, norm
 
+    def _residual(self, x, sublayer, dropout, norm, training=None):
+        """One sub-layer with its residual connection and LayerNorm.
+
+        Post-norm (the paper): LayerNorm(x + Dropout(Sublayer(x))).
+        Pre-norm: x + Dropout(Sublayer(LayerNorm(x))).
+        `sublayer` may return a tuple `(output, *extras)` (a cache, attention
+        weights); the extras are passed through after the new `x`.
+        """
+        residual = x
+        if self.norm_first:
+            x = norm(x)
+        outputs = sublayer(x)
+        x, extras = (outputs[0], outputs[1:]) if isinstance(outputs, tuple) else (outputs, ())
+        x = dropout(x, training=training) + residual
+        if not self.norm_first:
+            x = norm(x)
+        return (x, *extras) if extras else x
+
     def compute_mask(self, inputs, mask=None, **kwargs):
         return mask
 

@@ -125,54 +125,46 @@ class TransformerDecoderBlock(TransformerBlockBase):
         )
 
         # Masked (look-ahead) multi-head self-attention, residual, LayerNorm.
-        x = inputs
-        residual = x
-        if self.norm_first:
-            x = self.self_attention_norm(x)
-        if use_cache:
-            x, self_attention_cache = self.self_attention(
+        # While decoding, the attention also returns the updated cache.
+        self_attention_outputs = self._residual(
+            inputs,
+            lambda x: self.self_attention(
                 x,
                 attention_mask=self_attention_mask,
                 cache=self_attention_cache,
                 cache_index=cache_index,
                 training=training,
-            )
+            ),
+            self.self_attention_dropout,
+            self.self_attention_norm,
+            training,
+        )
+        if use_cache:
+            x, self_attention_cache = self_attention_outputs
         else:
-            x = self.self_attention(
-                x, attention_mask=self_attention_mask, training=training
-            )
-        x = self.self_attention_dropout(x, training=training)
-        x = x + residual
-        if not self.norm_first:
-            x = self.self_attention_norm(x)
+            x = self_attention_outputs
 
         # Encoder-decoder attention: queries from the decoder, keys and values
-        # from the encoder output. Residual, LayerNorm.
-        residual = x
-        if self.norm_first:
-            x = self.cross_attention_norm(x)
-        x, weights = self.cross_attention(
+        # from the encoder output (or their cache). Residual, LayerNorm.
+        x, weights = self._residual(
             x,
-            memory,
-            attention_mask=cross_attention_mask,
-            cache=cross_attention_cache,
-            return_attention_scores=True,
-            training=training,
+            lambda x: self.cross_attention(
+                x,
+                memory,
+                attention_mask=cross_attention_mask,
+                cache=cross_attention_cache,
+                return_attention_scores=True,
+                training=training,
+            ),
+            self.cross_attention_dropout,
+            self.cross_attention_norm,
+            training,
         )
-        x = self.cross_attention_dropout(x, training=training)
-        x = x + residual
-        if not self.norm_first:
-            x = self.cross_attention_norm(x)
 
         # Position-wise feed-forward, residual, LayerNorm.
-        residual = x
-        if self.norm_first:
-            x = self.feed_forward_norm(x)
-        x = self.feed_forward(x)
-        x = self.feed_forward_dropout(x, training=training)
-        x = x + residual
-        if not self.norm_first:
-            x = self.feed_forward_norm(x)
+        x = self._residual(
+            x, self.feed_forward, self.feed_forward_dropout, self.feed_forward_norm, training
+        )
 
         outputs = (x,)
         if use_cache:

@@ -66,31 +66,22 @@ class TransformerEncoderBlock(TransformerBlockBase):
         )
 
         # Multi-head self-attention, residual, LayerNorm.
-        x = inputs
-        residual = x
-        if self.norm_first:
-            x = self.self_attention_norm(x)
-        x, weights = self.self_attention(
-            x,
-            attention_mask=attention_mask,
-            return_attention_scores=True,
-            training=training,
+        x, weights = self._residual(
+            inputs,
+            lambda x: self.self_attention(
+                x,
+                attention_mask=attention_mask,
+                return_attention_scores=True,
+                training=training,
+            ),
+            self.self_attention_dropout,
+            self.self_attention_norm,
+            training,
         )
-        x = self.self_attention_dropout(x, training=training)
-        x = x + residual
-        if not self.norm_first:
-            x = self.self_attention_norm(x)
-
         # Position-wise feed-forward, residual, LayerNorm.
-        residual = x
-        if self.norm_first:
-            x = self.feed_forward_norm(x)
-        x = self.feed_forward(x)
-        x = self.feed_forward_dropout(x, training=training)
-        x = x + residual
-        if not self.norm_first:
-            x = self.feed_forward_norm(x)
-
+        x = self._residual(
+            x, self.feed_forward, self.feed_forward_dropout, self.feed_forward_norm, training
+        )
         if return_attention_scores:
             return x, weights
         return x
