@@ -46,8 +46,11 @@ def gnmt_length_penalty(length, alpha):
 
 
 def tile_beams(x, beam_size):
-    """Repeat each batch row `beam_size` times: `[batch, ...]` -> `[batch * beam_size, ...]`."""
-    return ops.repeat(x, beam_size, axis=0)
+    """Repeat each batch row `beam_size` times: `[batch, ...]` -> `[batch * beam_size, ...]`.
+
+    `x` may be a tensor or a nested structure of tensors (a per-layer cache).
+    """
+    return tree.map_structure(lambda t: ops.repeat(t, beam_size, axis=0), x)
 
 
 def _gather_beams(x, indices):

@@ -103,7 +103,7 @@ def _decode(model, encoder_tokens, settings, seed_generator):
     # cross_attention_cache does not take (the padding mask comes from
     # encoder_tokens in every step).
     memory = tf.identity(model.encoder(encoder_tokens))
-    # cross: [batch, layers, 2, S, heads, head_dim]
+    # cross: one [batch, 2, S, heads, head_dim] per decoder block
     cross = model.cross_attention_cache(memory)
     loop_kwargs = dict(start_id=START_ID, end_id=s.end_id, pad_id=PAD_ID)
     if s.method == "beam":

@@ -188,12 +188,26 @@ class MultiHeadAttention(keras.layers.Layer):
         query_heads = query_heads * ops.cast(
             1.0 / math.sqrt(self.head_dim), query_heads.dtype
         )
-        scores = ops.einsum("bqhd,bkhd->bhqk", query_heads, key_heads)
+        # A single query (one decoding step) multiplies and reduces over the
+        # cache: the einsums would make XLA transpose (copy) all of K and V at
+        # every step. Same arithmetic, so the same results.
+        single_query = query_heads.shape[1] == 1
+        if single_query:
+            # [batch, key_length, heads] -> [batch, heads, 1, key_length]
+            scores = ops.sum(query_heads * key_heads, axis=-1)
+            scores = ops.expand_dims(ops.transpose(scores, (0, 2, 1)), 2)
+        else:
+            scores = ops.einsum("bqhd,bkhd->bhqk", query_heads, key_heads)
         weights = masked_softmax(scores, attention_mask)
         weights = ops.cast(weights, self.compute_dtype)
         dropped = self.dropout_layer(weights, training=training)
         # context: [batch, query_length, heads, head_dim] -> concat heads
-        context = ops.einsum("bhqk,bkhd->bqhd", dropped, value_heads)
+        if single_query:
+            # [batch, heads, 1, key_length] -> [batch, key_length, heads, 1]
+            step_weights = ops.expand_dims(ops.transpose(dropped[:, :, 0, :], (0, 2, 1)), -1)
+            context = ops.sum(step_weights * value_heads, axis=1, keepdims=True)
+        else:
+            context = ops.einsum("bhqk,bkhd->bqhd", dropped, value_heads)
         shape = ops.shape(context)
         context = ops.reshape(context, (shape[0], shape[1], self.d_model))
         output = self.output_dense(context)

@@ -150,11 +150,11 @@ class Seq2SeqTransformer(keras.Model):
                 padding_mask=padding_mask,
                 memory_padding_mask=memory_padding_mask,
                 self_attention_cache=(
-                    None if self_attention_cache is None else self_attention_cache[:, i]
+                    None if self_attention_cache is None else self_attention_cache[i]
                 ),
                 cache_index=cache_index,
                 cross_attention_cache=(
-                    None if cross_attention_cache is None else cross_attention_cache[:, i]
+                    None if cross_attention_cache is None else cross_attention_cache[i]
                 ),
             )
             block_kwargs = {k: v for k, v in block_kwargs.items() if v is not None}
@@ -180,21 +180,26 @@ class Seq2SeqTransformer(keras.Model):
             logits = ops.cast(self.output_projection(x), "float32")
         outputs = (logits,)
         if self_attention_cache is not None:
-            outputs += (ops.stack(new_caches, axis=1),)
+            outputs += (new_caches,)
         if return_attention_scores:
             outputs += (ops.stack(weights, axis=1),)
         return outputs[0] if len(outputs) == 1 else outputs
 
     # --- decoding sub-models, built from the same layers ---
 
-    def _cache_input(self, name):
+    def _cache_inputs(self, name):
         c = self.config
-        # [batch, layers, 2 (keys, values), length, heads, head_dim]
-        return keras.Input(
-            (c.num_decoder_layers, 2, None, c.num_heads, c.head_dim),
-            dtype=self.compute_dtype,
-            name=name,
-        )
+        # One tensor per decoder block, [batch, 2 (keys, values), length,
+        # heads, head_dim]: a stacked tensor would be sliced and re-stacked
+        # (two copies of the whole cache) at every step.
+        return [
+            keras.Input(
+                (2, None, c.num_heads, c.head_dim),
+                dtype=self.compute_dtype,
+                name=f"{name}_{i}",
+            )
+            for i in range(c.num_decoder_layers)
+        ]
 
     @property
     def encoder(self):
@@ -210,18 +215,15 @@ class Seq2SeqTransformer(keras.Model):
     def cross_attention_cache(self):
         """Functional model: memory → keys and values of every decoder block's cross-attention.
 
-        Output: `[batch, num_decoder_layers, 2, S, heads, head_dim]`, computed
-        once per source batch.
+        Output: a list with one `[batch, 2, S, heads, head_dim]` tensor per
+        decoder block, computed once per source batch.
         """
         if "cross_attention_cache" not in self._submodels:
             memory = keras.Input((None, self.config.d_model), name="memory")
-            cache = ops.stack(
-                [
-                    _BlockCall(block, "compute_cross_attention_cache")(memory)
-                    for block in self.decoder_blocks
-                ],
-                axis=1,
-            )
+            cache = [
+                _BlockCall(block, "compute_cross_attention_cache")(memory)
+                for block in self.decoder_blocks
+            ]
             model = keras.Model(memory, cache, name="cross_attention_cache")
             # The encoder's output carries its padding mask; the cache does
             # not need it (the decoder step rebuilds it from the tokens).
@@ -237,17 +239,19 @@ class Seq2SeqTransformer(keras.Model):
             decoder_tokens: int32 `[batch, T]`, the new tokens (T = 1 when decoding).
             encoder_tokens: int32 `[batch, S]`, for the source padding mask.
             cross_attention_cache: from `cross_attention_cache`.
-            self_attention_cache: `[batch, layers, 2, max_length, heads, head_dim]`.
+            self_attention_cache: a list with one `[batch, 2, max_length,
+                heads, head_dim]` tensor per decoder block.
             cache_index: int32 scalar, position of the first new token.
 
-        Outputs: logits `[batch, T, vocabulary]` and the updated self-attention cache.
+        Outputs: logits `[batch, T, vocabulary]` and the updated self-attention
+        cache (the same list structure).
         """
         if "decoder_step" not in self._submodels:
             inputs = {
                 "decoder_tokens": keras.Input((None,), dtype="int32", name="decoder_tokens"),
                 "encoder_tokens": keras.Input((None,), dtype="int32", name="encoder_tokens"),
-                "cross_attention_cache": self._cache_input("cross_attention_cache"),
-                "self_attention_cache": self._cache_input("self_attention_cache"),
+                "cross_attention_cache": self._cache_inputs("cross_attention_cache"),
+                "self_attention_cache": self._cache_inputs("self_attention_cache"),
                 "cache_index": keras.Input(batch_shape=(), dtype="int32", name="cache_index"),
             }
             logits, cache = self._decode(
@@ -285,12 +289,15 @@ class Seq2SeqTransformer(keras.Model):
         return self._submodels["attention_probe"]
 
     def init_self_attention_cache(self, batch_size, max_length):
-        """Zeros `[batch, layers, 2, max_length, heads, head_dim]` for `decoder_step`."""
+        """Zeros for `decoder_step`: one `[batch, 2, max_length, heads, head_dim]` per block."""
         c = self.config
-        return ops.zeros(
-            (batch_size, c.num_decoder_layers, 2, max_length, c.num_heads, c.head_dim),
-            dtype=self.compute_dtype,
-        )
+        return [
+            ops.zeros(
+                (batch_size, 2, max_length, c.num_heads, c.head_dim),
+                dtype=self.compute_dtype,
+            )
+            for _ in range(c.num_decoder_layers)
+        ]
 
     def generate(
         self,

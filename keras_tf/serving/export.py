@@ -91,7 +91,7 @@ def _generate_ids(model, settings, encoder_tokens):
     # memory: [batch, S, d_model]; tf.identity drops the Keras mask, which
     # cross_attention_cache does not take.
     memory = tf.identity(model.encoder(encoder_tokens))
-    # cross: [batch, layers, 2, S, heads, head_dim]
+    # cross: one [batch, 2, S, heads, head_dim] per decoder block
     cross = model.cross_attention_cache(memory)
     if s.method == "beam":
         step_fn = make_step_fn(
