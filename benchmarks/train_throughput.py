@@ -15,7 +15,6 @@ import sys
 
 import keras
 import keras_hub
-import numpy as np
 import tensorflow as tf
 
 sys.path.insert(0, __file__.rsplit("/", 1)[0])

@@ -1,7 +1,6 @@
 """Input checks shared by the layers: each error says what was received and what was expected."""
 
 import keras
-from keras import ops
 
 
 def clone_initializer(initializer):
