@@ -96,3 +96,28 @@ def copy_attention_weights(ours, theirs, d_model, num_heads):
         )
     kernel, bias = ours.output_dense.get_weights()
     theirs._output_dense.set_weights([kernel.reshape(num_heads, head_dim, d_model), bias])
+
+
+def train_reverse_model():
+    """transformer_tiny trained with model.fit (XLA) on the generated reverse task.
+
+    About 15-20 s on 2 cores; reaches > 99.9 % held-out token accuracy.
+    """
+    from keras_tf.models import Seq2SeqTransformer, get_preset
+    from keras_tf.training import (
+        MaskedSparseCategoricalCrossentropy,
+        MaskedTokenAccuracy,
+        make_reverse_task,
+    )
+
+    keras.utils.set_random_seed(0)
+    inputs, labels = make_reverse_task(8000, seed=1)
+    model = Seq2SeqTransformer(get_preset("transformer_tiny"))
+    model.compile(
+        optimizer=keras.optimizers.Adam(3e-3),
+        loss=MaskedSparseCategoricalCrossentropy(),
+        metrics=[MaskedTokenAccuracy()],
+        jit_compile=True,
+    )
+    model.fit(inputs, labels, batch_size=64, epochs=6, verbose=0)
+    return model

@@ -1,15 +1,10 @@
-import keras
 import numpy as np
 import pytest
 
 from keras_tf.decoding import compiled_functions, generate, source_bucket
-from keras_tf.models import Seq2SeqTransformer, get_preset
-from keras_tf.training import (
-    MaskedSparseCategoricalCrossentropy,
-    MaskedTokenAccuracy,
-    make_reverse_task,
-)
+from keras_tf.training import make_reverse_task
 from tests.decoding.conftest import random_sources
+from tests.helpers import train_reverse_model
 
 
 def test_source_buckets_are_powers_of_two_within_the_model_range():
@@ -66,18 +61,7 @@ def test_float_ids_are_rejected(post_norm_model):
 
 @pytest.fixture(scope="module")
 def reverse_model():
-    """transformer_tiny trained on the generated reverse task (about 15 s on 2 cores)."""
-    keras.utils.set_random_seed(0)
-    inputs, labels = make_reverse_task(8000, seed=1)
-    model = Seq2SeqTransformer(get_preset("transformer_tiny"))
-    model.compile(
-        optimizer=keras.optimizers.Adam(3e-3),
-        loss=MaskedSparseCategoricalCrossentropy(),
-        metrics=[MaskedTokenAccuracy()],
-        jit_compile=True,
-    )
-    model.fit(inputs, labels, batch_size=64, epochs=6, verbose=0)
-    return model
+    return train_reverse_model()
 
 
 def test_free_running_reverse_task_exact_match(reverse_model):

@@ -13,7 +13,7 @@ from keras_tf.training import (
     MaskedTokenAccuracy,
     make_reverse_task,
 )
-from tests.helpers import to_numpy
+from tests.helpers import to_numpy, train_reverse_model
 
 TINY = get_preset("transformer_tiny")
 
@@ -167,18 +167,7 @@ def test_one_xla_fit_step_and_mixed_bfloat16():
 
 @pytest.fixture(scope="module")
 def trained_reverse_model():
-    """transformer_tiny trained on the generated reverse task (about 20 s on 2 cores)."""
-    keras.utils.set_random_seed(0)
-    train_x, train_y = make_reverse_task(8000, seed=1)
-    model = Seq2SeqTransformer(TINY)
-    model.compile(
-        optimizer=keras.optimizers.Adam(3e-3),
-        loss=MaskedSparseCategoricalCrossentropy(),
-        metrics=[MaskedTokenAccuracy()],
-        jit_compile=True,
-    )
-    model.fit(train_x, train_y, batch_size=64, epochs=6, verbose=0)
-    return model
+    return train_reverse_model()
 
 
 def test_learns_to_reverse_held_out_sequences(trained_reverse_model):
