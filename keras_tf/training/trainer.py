@@ -24,10 +24,10 @@ import math
 import os
 
 import keras
-import tensorflow as tf
 from keras import tree
 
 from keras_tf.models import Seq2SeqTransformer, TransformerConfig, get_preset
+from keras_tf.tensorflow_import import require_tensorflow
 from keras_tf.training.distribute import (
     make_strategy,
     prepare_for_strategy,
@@ -39,6 +39,7 @@ from keras_tf.training.losses import MaskedSparseCategoricalCrossentropy
 from keras_tf.training.metrics import MaskedTokenAccuracy
 from keras_tf.training.schedules import transformer_adam
 
+tf = require_tensorflow("keras_tf.training.train")
 logger = logging.getLogger(__name__)
 
 MIXED_PRECISION_POLICIES = ("mixed_bfloat16", "mixed_float16")
