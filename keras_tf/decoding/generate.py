@@ -1,9 +1,10 @@
 """`generate` for `Seq2SeqTransformer`: checks, source-length buckets, one XLA program per shape.
 
-This is the TensorFlow edge of decoding. The loops (`greedy.py`,
-`beam_search.py`, `sampling.py`) are written with `keras.ops` over a step
-function; here they are fed the model's `encoder`, `cross_attention_cache`
-and `decoder_step` sub-models and compiled with `tf.function(jit_compile=True)`.
+The loops (`greedy.py`, `beam_search.py`, `sampling.py`) are written with
+`keras.ops` over a step function; here they are fed the model's `encoder`,
+`cross_attention_cache` and `decoder_step` sub-models and compiled with the
+backend's XLA entry point (`compile.py`): `tf.function(jit_compile=True)` on
+TensorFlow, `jax.jit` on JAX.
 
 One compiled function is kept per model and per (batch size, source bucket,
 max_length, method and its settings). Sources are padded to the next power
@@ -19,10 +20,10 @@ import weakref
 
 import keras
 import numpy as np
-import tensorflow as tf
 from keras import ops
 
 from keras_tf.decoding.beam_search import beam_search, check_beam_size, tile_beams
+from keras_tf.decoding.compile import xla_compile
 from keras_tf.decoding.greedy import check_max_length, exclude_padding, greedy_search
 from keras_tf.decoding.sampling import sample_search
 from keras_tf.models.config import END_ID, PAD_ID, START_ID
@@ -99,10 +100,10 @@ def _decode(model, encoder_tokens, settings, seed_generator):
     """Encoder once, cross-attention keys and values once, then the decoding loop."""
     s = settings
     batch_size = encoder_tokens.shape[0]
-    # memory: [batch, S, d_model]. tf.identity drops the Keras mask, which
+    # memory: [batch, S, d_model]. The copy drops the Keras mask, which
     # cross_attention_cache does not take (the padding mask comes from
     # encoder_tokens in every step).
-    memory = tf.identity(model.encoder(encoder_tokens))
+    memory = ops.copy(model.encoder(encoder_tokens))
     # cross: one [batch, 2, S, heads, head_dim] per decoder block
     cross = model.cross_attention_cache(memory)
     loop_kwargs = dict(start_id=START_ID, end_id=s.end_id, pad_id=PAD_ID)
@@ -152,11 +153,12 @@ class _Compiled:
         self.model_ref = weakref.ref(model)
         self.settings = settings
         # A partial, not a closure: tf.function keys its retracing warning on
-        # the function's code, which all closures would share. No autograph:
-        # the loops are explicit `ops.while_loop`s.
-        self.function = tf.function(
-            functools.partial(self._trace), jit_compile=True, autograph=False
-        )
+        # the function's code, which all closures would share.
+        self.function = xla_compile(functools.partial(self._trace), self._variables)
+
+    def _variables(self):
+        seed_state = [self.seed_generator.state] if self.seed_generator else []
+        return list(self.model_ref().variables) + seed_state
 
     def _trace(self, encoder_tokens):
         self.traces += 1
