@@ -31,7 +31,7 @@ def xla_compile(fn, variables):
         >>> double = xla_compile(lambda x: x * scale, lambda: [scale])
         >>> float(double(np.float32(3.0)))
         6.0
-        >>> scale.assign(3.0)
+        >>> _ = scale.assign(3.0)
         >>> float(double(np.float32(3.0)))  # the new value, no recompile
         9.0
     """
