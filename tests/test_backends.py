@@ -13,7 +13,6 @@ import textwrap
 
 import keras
 import numpy as np
-import pytest
 
 from keras_tf.decoding import generate
 from keras_tf.models import Seq2SeqTransformer, get_preset
@@ -47,8 +46,8 @@ JAX_SUBSET = [
 ]
 
 
-def run_on_jax(args, timeout=600, env_cwd=ROOT):
-    """Run `python ARGS` in `env_cwd` (default: the repository root) with KERAS_BACKEND=jax."""
+def run_on_jax(args, timeout=600, cwd=ROOT):
+    """Run `python ARGS` in `cwd` (default: the repository root) with KERAS_BACKEND=jax."""
     env = {
         **os.environ,
         "KERAS_BACKEND": "jax",
@@ -56,13 +55,13 @@ def run_on_jax(args, timeout=600, env_cwd=ROOT):
         "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
     }
     return subprocess.run(
-        [sys.executable, *args], cwd=env_cwd, env=env, capture_output=True, text=True,
+        [sys.executable, *args], cwd=cwd, env=env, capture_output=True, text=True,
         timeout=timeout,
     )
 
 
 def test_the_jax_subset_passes():
-    result = run_on_jax(["-m", "pytest", "-q", "-p", "no:cacheprovider", *JAX_SUBSET])
+    result = run_on_jax(["-m", "pytest", "-q", "-p", "no:cacheprovider", *JAX_SUBSET], timeout=900)
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
     summary = result.stdout.strip().splitlines()[-1]
     assert re.search(r"\d+ passed", summary) and not re.search(
@@ -198,7 +197,7 @@ def test_without_tensorflow_a_preset_trains_and_generates_on_jax(tmp_path):
     code, shown = docs_example()
     result = run_on_jax(
         [str(HIDE_TENSORFLOW), "-c", code + "\n" + WITHOUT_TENSORFLOW],
-        env_cwd=tmp_path,
+        cwd=tmp_path,
     )
     assert result.returncode == 0, result.stderr[-3000:]
     lines = result.stdout.splitlines()
