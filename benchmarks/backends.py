@@ -68,11 +68,14 @@ def main():
             print(f"round {round_index + 1}: {backend} done", flush=True)
 
     print(f"\nbench-small, {os.cpu_count()} CPUs, medians over {args.rounds} interleaved rounds")
-    print("| figure | TensorFlow | JAX | JAX / TensorFlow |\n|---|---|---|---|")
+    print("| figure | TensorFlow | JAX | JAX / TensorFlow | per round (TF / JAX) |")
+    print("|---|---|---|---|---|")
     for name in figures["tensorflow"]:
-        tf_value = statistics.median(figures["tensorflow"][name])
-        jax_value = statistics.median(figures["jax"][name])
-        print(f"| {name} | {tf_value:,.0f} | {jax_value:,.0f} | {jax_value / tf_value:.2f}x |")
+        tf_values, jax_values = figures["tensorflow"][name], figures["jax"][name]
+        tf_value, jax_value = statistics.median(tf_values), statistics.median(jax_values)
+        rounds = ", ".join(f"{a:,.0f} / {b:,.0f}" for a, b in zip(tf_values, jax_values))
+        print(f"| {name} | {tf_value:,.0f} | {jax_value:,.0f} | {jax_value / tf_value:.2f}x "
+              f"| {rounds} |")
 
 
 if __name__ == "__main__":
