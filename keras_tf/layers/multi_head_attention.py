@@ -279,4 +279,8 @@ def masked_softmax(scores, attention_mask=None):
         # [batch, query_length, key_length] -> [batch, 1, query_length, key_length]
         mask = ops.expand_dims(ops.cast(attention_mask, "bool"), 1)
         scores = ops.where(mask, scores, ops.full_like(scores, -1e9))
+    if scores.shape[-1] == 1:
+        # One key (the first decoder position): its weight is 1, masked or
+        # not. Said here rather than by Keras's softmax, which warns on it.
+        return ops.ones_like(scores)
     return ops.softmax(scores, axis=-1)

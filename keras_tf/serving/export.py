@@ -32,9 +32,8 @@ import tensorflow as tf
 from tensorflow.core.protobuf import saved_model_pb2
 
 from keras_tf.decoding import decode_ids
-from keras_tf.models.config import PAD_ID
 from keras_tf.serving.translator import Translator
-from keras_tf.text.preprocessor import blank_empty_sources
+from keras_tf.text.preprocessor import blank_empty_sources, pad_to_bucket
 from keras_tf.version import __version__
 
 # What clients see (docs/serving.md lists the same names, dtypes and shapes).
@@ -52,18 +51,6 @@ FORMAT_VERSION = 1
 
 
 # --- The generation function, the one part XLA may compile ---
-
-
-def _pad_to_bucket(encoder_tokens, buckets):
-    """Pad `[batch, S]` with 0 to `[batch, bucket]`, the first bucket >= S, as `generate` does.
-
-    Padding changes no output (padded positions are masked out of every
-    attention); it gives the same shapes as in-process `generate`, and a few
-    programs per batch size for an XLA export.
-    """
-    length = tf.shape(encoder_tokens)[1]
-    bucket = tf.gather(buckets, tf.searchsorted(buckets, length[None])[0])
-    return tf.pad(encoder_tokens, [[0, 0], [0, bucket - length]], constant_values=PAD_ID)
 
 
 def _generate_ids(model, decoding, encoder_tokens):
@@ -159,7 +146,7 @@ class _TranslatorModule(tf.Module):
         )
 
         def translate_ids(source_ids):
-            encoder_tokens = _pad_to_bucket(preprocessor.encoder_tokens(source_ids), buckets)
+            encoder_tokens = pad_to_bucket(preprocessor.encoder_tokens(source_ids), buckets)
             target_ids, scores = generate_ids(encoder_tokens)
             return blank_empty_sources(source_ids, target_ids, scores)
 

@@ -140,6 +140,18 @@ class Seq2SeqPreprocessor:
         }
         return inputs, labels.to_tensor(default_value=PAD_ID)
 
+    def bucketed(self, inputs, labels):
+        """A training batch padded to the source buckets of decoding on each side."""
+        from keras_tf.decoding.generate import source_buckets
+
+        source = tf.constant(source_buckets(self.max_source_length), tf.int32)
+        target = tf.constant(source_buckets(self.max_target_length), tf.int32)
+        inputs = {
+            "encoder_tokens": pad_to_bucket(inputs["encoder_tokens"], source),
+            "decoder_tokens": pad_to_bucket(inputs["decoder_tokens"], target),
+        }
+        return inputs, pad_to_bucket(labels, target)
+
     def detokenize(self, target_ids):
         """Generated ids `[batch, T]` to tf.string `[batch]`, up to the first END."""
         # A model with a larger vocabulary than its tokenizer may emit ids the
@@ -153,6 +165,22 @@ class Seq2SeqPreprocessor:
             "max_target_length": self.max_target_length,
             "tokenizers": self.tokenizers.get_config(),
         }
+
+
+def pad_to_bucket(tokens, buckets):
+    """Pad `[batch, L]` with 0 to `[batch, bucket]`, the first of `buckets` >= L.
+
+    Padding changes no output (padded positions are masked out of every
+    attention and the loss); it bounds the number of shapes, so an XLA
+    program is compiled for a few lengths, not for every one.
+
+    Args:
+        tokens: int32 `[batch, L]`, L <= buckets[-1].
+        buckets: int32 tensor of ascending lengths, e.g. `source_buckets(64)`.
+    """
+    length = tf.shape(tokens)[1]
+    bucket = tf.gather(buckets, tf.searchsorted(buckets, length[None])[0])
+    return tf.pad(tokens, [[0, 0], [0, bucket - length]], constant_values=PAD_ID)
 
 
 def blank_empty_sources(source_ids, target_ids, scores):
