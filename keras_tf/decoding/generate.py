@@ -109,10 +109,9 @@ def decode_ids(model, encoder_tokens, decoding, seed_generator=None):
     """
     s = decoding
     batch_size = ops.shape(encoder_tokens)[0]
-    # memory: [batch, S, d_model]. tf.identity drops the Keras mask, which
-    # cross_attention_cache does not take (the padding mask comes from
-    # encoder_tokens in every step).
-    memory = tf.identity(model.encoder(encoder_tokens))
+    # memory: [batch, S, d_model]; the padding mask comes from encoder_tokens
+    # in every step.
+    memory = model.encoder(encoder_tokens)
     # cross: one [batch, 2, S, heads, head_dim] per decoder block
     cross = model.cross_attention_cache(memory)
     loop_kwargs = dict(start_id=START_ID, end_id=s.end_id, pad_id=PAD_ID)

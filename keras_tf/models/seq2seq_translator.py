@@ -22,6 +22,7 @@ The text steps need TensorFlow (TF-Text ops); the backbone and `generate` on
 token ids run on any Keras backend.
 """
 
+import dataclasses
 import json
 import os
 import tempfile
@@ -62,6 +63,23 @@ def _write_json(path, values):
 def _read_json(path):
     with open(path, encoding="utf-8") as file:
         return json.load(file)
+
+
+@dataclasses.dataclass
+class CrossAttention:
+    """What `Seq2SeqTranslator.cross_attention` returns.
+
+    Args:
+        weights: float32 `[layers, heads, len(target_tokens), len(source_tokens)]`.
+        source_tokens: the pieces of the encoder input (END included).
+        target_tokens: the pieces generated (END included, when reached).
+        translation: the generated text.
+    """
+
+    weights: np.ndarray
+    source_tokens: list
+    target_tokens: list
+    translation: str
 
 
 def _is_text(values):
@@ -334,6 +352,43 @@ class Seq2SeqTranslator(keras.Model):
         picked = ops.take_along_axis(log_probs, labels[..., None], axis=-1)[..., 0]
         mask = ops.cast(ops.not_equal(labels, PAD_ID), "float32")
         return np.asarray(ops.convert_to_numpy(ops.sum(picked * mask, axis=-1)))
+
+    def cross_attention(self, text):
+        """Translate `text` greedily; return the cross-attention behind each generated token.
+
+        A teacher-forced pass over the translation (`backbone.attention_probe`)
+        gives the encoder-decoder attention weights of every decoder layer and
+        head: row t shows where the model looked while generating token t.
+
+        Returns:
+            A `CrossAttention`.
+        """
+        import tensorflow as tf
+
+        from keras_tf.models.config import END_ID, START_ID
+
+        preprocessor = self.preprocessor
+        if preprocessor is None:
+            raise ValueError("This translator has no preprocessor, so it cannot read text")
+        # encoder_tokens: [1, S]; generated: [max_length], 0 after END.
+        encoder_tokens = preprocessor.encoder_tokens(preprocessor.source_ids(tf.constant([text])))
+        encoder_tokens = encoder_tokens.numpy()
+        generated = self.generate(encoder_tokens, method="greedy")[0]
+        ends = np.flatnonzero(generated == END_ID)
+        generated = generated[: ends[0] + 1] if len(ends) else generated
+        # Teacher forcing on the model's own output: input t is token t - 1.
+        decoder_tokens = np.concatenate([[START_ID], generated[:-1]]).astype("int32")[None]
+        _, weights = self.backbone.attention_probe(
+            {"encoder_tokens": encoder_tokens, "decoder_tokens": decoder_tokens}
+        )
+        tokenizers = preprocessor.tokenizers
+        # weights: [1, layers, heads, T, S]
+        return CrossAttention(
+            weights=np.asarray(ops.convert_to_numpy(weights), dtype="float32")[0],
+            source_tokens=tokenizers.pieces(encoder_tokens[0], side="source"),
+            target_tokens=tokenizers.pieces(generated, side="target"),
+            translation=preprocessor.detokenize(tf.constant(generated[None])).numpy()[0].decode(),
+        )
 
     def export(self, model_base_path, *, version=None, decoding=None, xla=False, **fields):
         """Write a string-in, string-out SavedModel for TF Serving: `keras_tf.serving.export`.

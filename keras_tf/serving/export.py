@@ -19,7 +19,6 @@ fails. So the default export holds no XLA op at all, and `xla=True` marks
 just the generation function `jit_compile`, for servers started with a flag.
 """
 
-import contextlib
 import functools
 import json
 import os
@@ -60,46 +59,6 @@ def _generate_ids(model, decoding, encoder_tokens):
         # tokens: [batch, beam, max_length], best first; scores: [batch, beam]
         return tokens[:, 0], scores[:, 0]
     return tokens, scores
-
-
-@contextlib.contextmanager
-def _portable_slice_update():
-    """Trace `keras.ops.slice_update` as TensorStridedSliceUpdate, which runs without XLA.
-
-    Keras's TensorFlow backend writes `slice_update` (the key/value cache
-    and the decoding loops use it) as `XlaDynamicUpdateSlice`. Outside an
-    XLA cluster TensorFlow runs that op by compiling it with XLA on demand,
-    which TF Serving refuses unless started with an XLA flag ("XLA
-    compilation disabled", tensorflow/serving#2217). The update regions here
-    always lie inside the tensor, where the two ops agree; XLA's clamping of
-    out-of-range starts is never needed. The substitution is process-wide
-    while it lasts: keep other threads from tracing Keras code during an export.
-    """
-    from keras.src import backend
-    from keras.src.backend.tensorflow import core
-
-    if backend.core is not core or not hasattr(core, "slice_update"):
-        raise RuntimeError(
-            "keras_tf.serving expects Keras 3's TensorFlow backend to define "
-            "keras.src.backend.tensorflow.core.slice_update; received keras "
-            f"{keras.__version__} with backend {keras.backend.backend()!r}"
-        )
-
-    def slice_update(inputs, start_indices, updates):
-        inputs = tf.convert_to_tensor(inputs)
-        updates = tf.cast(updates, inputs.dtype)
-        begin = tf.stack([tf.cast(i, tf.int32) for i in start_indices])
-        end = begin + tf.shape(updates, out_type=tf.int32)
-        return tf.raw_ops.TensorStridedSliceUpdate(
-            input=inputs, begin=begin, end=end, strides=tf.ones_like(begin), value=updates
-        )
-
-    original = core.slice_update
-    core.slice_update = slice_update
-    try:
-        yield
-    finally:
-        core.slice_update = original
 
 
 def saved_model_ops(export_dir):
@@ -278,14 +237,14 @@ def export(
 
         module = _TranslatorModule(translator, xla, asset_paths)
         try:
-            # Tracing happens here, so the substitution must cover it.
-            with contextlib.nullcontext() if xla else _portable_slice_update():
-                tf.saved_model.save(
-                    module,
-                    staging_dir,
-                    signatures=module.signatures(),
-                    options=tf.saved_model.SaveOptions(experimental_custom_gradients=False),
-                )
+            # Decoding writes its buffers with `update_at` (a select), so
+            # without XLA the graph holds no XLA op; checked below.
+            tf.saved_model.save(
+                module,
+                staging_dir,
+                signatures=module.signatures(),
+                options=tf.saved_model.SaveOptions(experimental_custom_gradients=False),
+            )
             needs_xla = sorted(op for op in saved_model_ops(staging_dir) if op.startswith("Xla"))
             if needs_xla and not xla:
                 raise RuntimeError(
