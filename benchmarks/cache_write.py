@@ -1,16 +1,17 @@
-"""Cache writes: `update_at` (a select, runs without XLA) against `keras.ops.slice_update`.
+"""Cache writes: `update_at` (a scatter, runs without XLA) against `keras.ops.slice_update`.
 
 Decoding writes one new position per step into the key/value caches and the
 token buffers. keras_tf writes with `keras_tf.layers.cache_update.update_at`,
-a select over the positions that runs as plain ops everywhere, so the
+`keras.ops.scatter_update`, which runs as a plain op everywhere, so the
 SavedModel export needs no XLA. The peer is `keras.ops.slice_update`
 (`XlaDynamicUpdateSlice` on TensorFlow), which XLA updates in place but TF
-Serving cannot run without its XLA flag.
+Serving cannot run without its XLA flag. A third variant, a select over all
+positions (`ops.where`), also runs everywhere but rewrites the whole cache.
 
-Both run inside `generate` (one XLA program each), on two bench-small models
-with the same weights, batch 8, 64-token sources, exactly N new tokens,
-interleaved rounds. Prints median seconds, tokens/s and the ratio
-update_at / slice_update (below 1: update_at is faster).
+All run inside `generate` (one XLA program each), on bench-small models with
+the same weights, batch 8, 64-token sources, exactly N new tokens,
+interleaved rounds. Prints median seconds, tokens/s and each time over the
+slice_update peer's (below 1: faster than the peer).
 
 Usage:
     python benchmarks/cache_write.py [--lengths 64 256] [--repeats 5]
@@ -56,6 +57,17 @@ def slice_update_at(tensor, index, update, axis):
     return ops.slice_update(tensor, start, ops.cast(update, tensor.dtype))
 
 
+def select_at(tensor, index, update, axis):
+    """A select over all positions: runs everywhere, rewrites the whole buffer."""
+    broadcast = [1] * len(tensor.shape)
+    broadcast[axis] = -1
+    positions = ops.reshape(ops.arange(ops.shape(tensor)[axis], dtype="int32"), broadcast)
+    return ops.where(ops.equal(positions, index), ops.cast(update, tensor.dtype), tensor)
+
+
+VARIANTS = {"update_at": update_at, "slice_update": slice_update_at, "select": select_at}
+
+
 def use(write):
     for module in MODULES:
         module.update_at = write
@@ -69,9 +81,9 @@ def main(argv=None):
 
     config = BENCH_SMALL.replace(max_target_length=max(args.lengths))
     keras.utils.set_random_seed(0)
-    ours = Seq2SeqTransformer(config)
-    peer = Seq2SeqTransformer(config)
-    peer.set_weights(ours.get_weights())
+    models = {name: Seq2SeqTransformer(config) for name in VARIANTS}
+    for model in models.values():
+        model.set_weights(models["update_at"].get_weights())
     sources = np.random.default_rng(0).integers(
         4, config.source_vocabulary_size, size=(BATCH_SIZE, SOURCE_LENGTH)
     ).astype("int32")
@@ -86,31 +98,30 @@ def main(argv=None):
     print(f"Keras {keras.__version__} ({keras.backend.backend()}), {os.cpu_count()} CPUs")
     keys = [(method, n) for method in ("greedy", "beam") for n in args.lengths]
     for method, n in keys:
+        tokens = {}
+        for name, write in VARIANTS.items():
+            use(write)
+            tokens[name] = run(models[name], n, method)
         use(update_at)
-        a = run(ours, n, method)
-        use(slice_update_at)
-        b = run(peer, n, method)
-        use(update_at)
-        same = np.array_equal(a, b)
-        print(f"{method} {n}: same tokens: {same}", flush=True)
+        same = all(np.array_equal(t, tokens["slice_update"]) for t in tokens.values())
+        print(f"{method} {n}: same tokens from all variants: {same}", flush=True)
 
-    times = {(who, key): [] for who in ("update_at", "slice_update") for key in keys}
+    times = {(name, key): [] for name in VARIANTS for key in keys}
     for _ in range(args.repeats):
         for key in keys:
-            for who, model in (("update_at", ours), ("slice_update", peer)):
+            for name, model in models.items():
                 start = time.perf_counter()
                 run(model, key[1], key[0])
-                times[who, key].append(time.perf_counter() - start)
+                times[name, key].append(time.perf_counter() - start)
     print()
-    print("| method | new tokens | update_at s (tok/s) | slice_update s (tok/s) | ratio |")
-    print("|---|---|---|---|---|")
+    print("| method | new tokens | " + " | ".join(f"{n} s (tok/s)" for n in VARIANTS)
+          + " | update_at / slice_update | select / slice_update |")
+    print("|---" * (len(VARIANTS) + 4) + "|")
     for method, n in keys:
-        a = float(np.median(times["update_at", (method, n)]))
-        b = float(np.median(times["slice_update", (method, n)]))
-        print(
-            f"| {method} | {n} | {a:.3f} ({BATCH_SIZE * n / a:,.0f}) | "
-            f"{b:.3f} ({BATCH_SIZE * n / b:,.0f}) | {a / b:.2f} |"
-        )
+        m = {name: float(np.median(times[name, (method, n)])) for name in VARIANTS}
+        cells = [f"{m[name]:.3f} ({BATCH_SIZE * n / m[name]:,.0f})" for name in VARIANTS]
+        ratios = [f"{m['update_at'] / m['slice_update']:.2f}", f"{m['select'] / m['slice_update']:.2f}"]
+        print(f"| {method} | {n} | " + " | ".join(cells + ratios) + " |")
     return 0
 
 

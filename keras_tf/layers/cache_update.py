@@ -5,8 +5,11 @@ length and receive one new position per step. `keras.ops.slice_update`
 lowers on TensorFlow to `XlaDynamicUpdateSlice`, which TensorFlow runs
 outside an XLA cluster only by compiling it on demand, and TF Serving refuses
 that unless started with an XLA flag (tensorflow/serving#2217). `update_at`
-writes with a select over the positions instead: plain element-wise ops on
-every backend, so the SavedModel export needs no XLA and no patched Keras.
+writes one step with `keras.ops.scatter_update` instead (`TensorScatterUpdate`
+on TensorFlow, `.at[].set` on JAX): a plain op on every backend, so the
+SavedModel export needs no XLA and no patched Keras, and under XLA an
+in-place update like the slice update (`benchmarks/cache_write.py` compares
+the two, and a select over all positions).
 """
 
 from keras import ops
@@ -40,8 +43,7 @@ def update_at(tensor, index, update, axis):
     positions = ops.reshape(ops.arange(length, dtype="int32"), broadcast)
     index = ops.cast(index, "int32")
     if isinstance(steps, int) and steps == 1:
-        # One step (decoding): the new entry broadcasts over the positions.
-        return ops.where(ops.equal(positions, index), update, tensor)
+        return _scatter_one_step(tensor, index, update, axis)
     # Several steps: place step t at index + t with a one-hot matrix.
     # one_hot: [steps, length]
     one_hot = ops.cast(
@@ -55,3 +57,18 @@ def update_at(tensor, index, update, axis):
     placed = ops.moveaxis(ops.matmul(moved, one_hot), -1, axis)
     hit = ops.logical_and(ops.greater_equal(positions, index), ops.less(positions, index + steps))
     return ops.where(hit, placed, tensor)
+
+
+def _scatter_one_step(tensor, index, update, axis):
+    """`update_at` for one step: scatter the `[*leading, 1, *trailing]` update at `index`."""
+    shape = ops.shape(tensor)
+    leading = [shape[i] for i in range(axis)]
+    # indices: [n, axis + 1], one row (i_0, ..., i_{axis-1}, index) per leading position
+    grids = ops.meshgrid(*[ops.arange(n, dtype="int32") for n in leading], indexing="ij")
+    indices = ops.stack([ops.reshape(g, (-1,)) for g in grids], axis=-1)
+    column = ops.ones_like(indices[:, :1]) * index
+    indices = ops.concatenate([indices, column], axis=-1)
+    # updates: [n, *trailing]
+    updates = ops.squeeze(update, axis=axis)
+    updates = ops.reshape(updates, (-1,) + tuple(ops.shape(updates)[axis:]))
+    return ops.scatter_update(tensor, indices, updates)

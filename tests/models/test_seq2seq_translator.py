@@ -135,7 +135,8 @@ def test_greedy_score_equals_the_score_of_its_own_output(trained):
 def test_fit_takes_a_dataset_of_string_pairs_and_token_ids(trained):
     import tensorflow as tf
 
-    translator = trained["translator"]
+    # A copy: the shared translator stays as its preset was saved.
+    translator = Seq2SeqTranslator.from_preset(trained["directory"])
     sources, targets = make_pairs(64, seed=3)
     before = translator.score(sources, targets).sum()
     dataset = tf.data.Dataset.from_tensor_slices((sources, targets))  # unbatched pairs
