@@ -4,15 +4,11 @@
     keras-tf attention --model run1 --text "Save the notebook" --out map.png --layer 1 --head 0
 
 The sentence is translated greedily; then one teacher-forced pass over the
-translation (`Seq2SeqTransformer.attention_probe`) gives the encoder-decoder
-attention weights of every decoder layer and head. Row t shows where the
+translation gives the encoder-decoder attention weights of every decoder layer
+and head (`Seq2SeqTranslator.cross_attention`). Row t shows where the
 model looked while generating token t. By default the weights are averaged
 over layers and heads; --layer and --head (counted from 0) pick one.
 """
-
-import dataclasses
-
-import numpy as np
 
 from keras_tf.cli.errors import UserError, int_in_range, writable_file
 
@@ -26,76 +22,6 @@ def add_arguments(parser):
     )
     parser.add_argument(
         "--head", metavar="N", type=int_in_range(0), help="attention head; default: average"
-    )
-
-
-def vocabulary(tokenizer):
-    """Every piece of a keras-hub SentencePiece or WordPiece tokenizer, by id.
-
-    Read from the SentencePiece proto rather than through keras-hub's eager
-    resource, which `tf.random.set_seed` can invalidate (tensorflow/text#570).
-    """
-    proto = getattr(tokenizer, "proto", None)
-    if proto is None:
-        return list(tokenizer.get_vocabulary())
-    from sentencepiece import sentencepiece_model_pb2
-
-    model = sentencepiece_model_pb2.ModelProto()
-    model.ParseFromString(proto)
-    return [piece.piece for piece in model.pieces]
-
-
-def token_names(tokenizer, ids):
-    """The subword pieces of `ids`, reserved ids by their names ([END], ...)."""
-    from keras_tf.models.config import RESERVED_TOKENS
-
-    pieces = vocabulary(tokenizer)
-    return [RESERVED_TOKENS[i] if i < len(RESERVED_TOKENS) else pieces[i] for i in ids]
-
-
-@dataclasses.dataclass
-class CrossAttention:
-    """What `cross_attention` returns.
-
-    Args:
-        weights: float32 `[layers, heads, len(target_tokens), len(source_tokens)]`.
-        source_tokens: the pieces of the encoder input (END included).
-        target_tokens: the pieces generated (END included, when reached).
-        translation: the generated text.
-    """
-
-    weights: np.ndarray
-    source_tokens: list
-    target_tokens: list
-    translation: str
-
-
-def cross_attention(model, tokenizers, text):
-    """Translate `text` greedily; return the cross-attention behind each generated token.
-
-    Returns:
-        A `CrossAttention`.
-    """
-    from keras_tf.models.config import END_ID, START_ID
-    from keras_tf.text import encode_source
-
-    c = model.config
-    # encoder_tokens: [1, S]; generated: [max_target_length], 0 after END.
-    encoder_tokens = encode_source(tokenizers, [text], c.max_source_length).numpy()
-    generated = model.generate(encoder_tokens, method="greedy").tokens[0]
-    ends = np.flatnonzero(generated == END_ID)
-    generated = generated[: ends[0] + 1] if len(ends) else generated
-    # Teacher forcing on the model's own output: input t is token t - 1.
-    decoder_tokens = np.concatenate([[START_ID], generated[:-1]]).astype("int32")[None]
-    _, weights = model.attention_probe(
-        {"encoder_tokens": encoder_tokens, "decoder_tokens": decoder_tokens}
-    )
-    # weights: [1, layers, heads, T, S]
-    return CrossAttention(
-        weights=np.asarray(weights, dtype="float32")[0],
-        source_tokens=token_names(tokenizers.source_tokenizer, encoder_tokens[0]),
-        target_tokens=token_names(tokenizers.target_tokenizer, generated),
-        translation=tokenizers.detokenize_target(generated[None]).numpy()[0].decode("utf-8"),
     )
 
 
@@ -126,12 +52,12 @@ def select(weights, layer=None, head=None):
     return weights.mean(axis=(0, 1)), f"{where}, {which}"
 
 
-def draw(model, tokenizers, text, path, layer=None, head=None):
+def draw(translator, text, path, layer=None, head=None):
     """Draw the cross-attention behind the translation of `text` to `path`; return it."""
     from keras_tf.plots import attention_heatmap
 
-    check_layer_and_head(model.config, layer, head)
-    attention = cross_attention(model, tokenizers, text)
+    check_layer_and_head(translator.config, layer, head)
+    attention = translator.cross_attention(text)
     weights, description = select(attention.weights, layer, head)
     attention_heatmap(
         weights,
@@ -151,6 +77,6 @@ def run(args):
     writable_file(args.out, "--out")
     trained = load_model_dir(args.model)
     check_layer_and_head(trained.model.config, args.layer, args.head)
-    attention = draw(trained.model, trained.tokenizers, args.text, args.out, args.layer, args.head)
+    attention = draw(trained.translator, args.text, args.out, args.layer, args.head)
     print(f"{args.out}: {args.text!r} -> {attention.translation!r}")
     return 0

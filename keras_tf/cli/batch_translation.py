@@ -6,10 +6,10 @@ import sys
 
 def make_translator(model, tokenizers, beam_size):
     """A `Translator`: greedy for `beam_size=1`, beam search otherwise."""
+    from keras_tf.decoding import DecodingConfig
     from keras_tf.serving import Translator
 
-    method = "greedy" if beam_size == 1 else "beam"
-    return Translator(model, tokenizers, method=method, beam_size=beam_size)
+    return Translator(model, tokenizers, decoding=DecodingConfig.for_beam_size(beam_size))
 
 
 def translate_in_batches(translator, texts, batch_size, progress=False):

@@ -177,7 +177,7 @@ def run(args):
         title=f"{PRESET} on the JupyterLab English→French strings",
     )
     attention_png = os.path.join(out, "attention.png")
-    drawn = attention.draw(trained.model, trained.tokenizers, ATTENTION_SENTENCE, attention_png)
+    drawn = attention.draw(trained.translator, ATTENTION_SENTENCE, attention_png)
     print(curve)
     print(f"{attention_png}: {ATTENTION_SENTENCE!r} -> {drawn.translation!r}")
     seconds["figures"] = time.perf_counter() - began

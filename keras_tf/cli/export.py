@@ -51,7 +51,7 @@ def split_version(out):
 
 def run(args):
     from keras_tf.cli.model_dir import check_model_dir, load_model_dir
-    from keras_tf.serving import export
+    from keras_tf.decoding import DecodingConfig
 
     check_model_dir(args.model)
     model_base_path, version = split_version(args.out)
@@ -61,13 +61,10 @@ def run(args):
             "pass a new version number"
         )
     trained = load_model_dir(args.model)
-    path = export(
-        trained.model,
-        trained.tokenizers,
+    path = trained.translator.export(
         model_base_path,
         version=version,
-        method="greedy" if args.beam_size == 1 else "beam",
-        beam_size=args.beam_size,
+        decoding=DecodingConfig.for_beam_size(args.beam_size),
         xla=args.xla,
     )
     print(path)

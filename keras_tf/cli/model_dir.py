@@ -39,15 +39,18 @@ class ModelDir:
 
     Args:
         path: the directory.
-        model: the best `Seq2SeqTransformer` (`model.keras`).
+        model: the best `Seq2SeqTransformer` (`model.keras`), the translator's backbone.
         tokenizers: its `Seq2SeqTokenizers`.
         options: the `options.json` dict it was trained with.
+        translator: the `Seq2SeqTranslator` of the directory, read with
+            `Seq2SeqTranslator.from_preset`.
     """
 
     path: str
     model: object
     tokenizers: object
     options: dict
+    translator: object = None
 
 
 def bucket_boundaries(max_length):
@@ -61,9 +64,9 @@ def bucket_boundaries(max_length):
         >>> bucket_boundaries(64)
         [16, 32, 64]
     """
-    from keras_tf.decoding.generate import source_bucket
+    from keras_tf.decoding.generate import source_buckets
 
-    return sorted({source_bucket(n, max_length) for n in range(1, max_length + 1)})
+    return source_buckets(max_length)
 
 
 @contextlib.contextmanager
@@ -277,18 +280,16 @@ def check_model_dir(path):
 
 
 def load_model_dir(path):
-    """Read the best model, its tokenizers and options back from `path`. Returns a `ModelDir`."""
+    """Read the translator of a model directory (a preset directory) and its options."""
     check_model_dir(path)
-    import keras
-
-    import keras_tf.models  # noqa: F401  (registers the model for loading)
-    from keras_tf.text import Seq2SeqTokenizers
+    from keras_tf.models import Seq2SeqTranslator
 
     try:
-        model = keras.models.load_model(os.path.join(path, MODEL_FILE), compile=False)
+        translator = Seq2SeqTranslator.from_preset(path)
     except (OSError, ValueError) as error:
-        raise UserError(f"--model: cannot load {path}/{MODEL_FILE}: {error}") from None
-    tokenizers = Seq2SeqTokenizers.load(os.path.join(path, TOKENIZERS_DIR))
+        raise UserError(f"--model: {error}") from None
     options_path = os.path.join(path, OPTIONS_FILE)
     options = _read_json(options_path) if os.path.exists(options_path) else {}
-    return ModelDir(path, model, tokenizers, options)
+    return ModelDir(
+        path, translator.backbone, translator.preprocessor.tokenizers, options, translator
+    )

@@ -1,21 +1,26 @@
 """Autoregressive decoding: model-agnostic loops over a step function, and `generate`."""
 
 from keras_tf.decoding.beam_search import beam_search, gnmt_length_penalty, tile_beams
+from keras_tf.decoding.config import DecodingConfig
 from keras_tf.decoding.generate import (
     Generation,
     compiled_functions,
+    decode_ids,
     generate,
     greedy_search_uncached,
     make_step_fn,
     source_bucket,
+    source_buckets,
 )
 from keras_tf.decoding.greedy import decode_token_by_token, greedy_search
 from keras_tf.decoding.sampling import nucleus_mask, sample_search
 
 __all__ = [
+    "DecodingConfig",
     "Generation",
     "beam_search",
     "compiled_functions",
+    "decode_ids",
     "decode_token_by_token",
     "generate",
     "gnmt_length_penalty",
@@ -25,5 +30,6 @@ __all__ = [
     "nucleus_mask",
     "sample_search",
     "source_bucket",
+    "source_buckets",
     "tile_beams",
 ]

@@ -29,6 +29,7 @@ from keras import ops
 from keras import tree
 
 from keras_tf.decoding.greedy import check_max_length, exclude_padding
+from keras_tf.layers.cache_update import update_at
 from keras_tf.models.config import END_ID, PAD_ID, START_ID
 
 # Finite, so that sums and differences of masked scores stay finite.
@@ -153,7 +154,7 @@ def beam_search(
         top_parents = top_indices // vocabulary_size
         top_new_tokens = top_indices % vocabulary_size
         top_tokens = _gather_beams(alive_tokens, top_parents)
-        top_tokens = ops.slice_update(top_tokens, [0, 0, index], top_new_tokens[:, :, None])
+        top_tokens = update_at(top_tokens, index, top_new_tokens[:, :, None], axis=2)
         if end_id is None:
             ends = ops.zeros_like(top_new_tokens, dtype="bool")
         else:

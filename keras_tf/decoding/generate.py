@@ -14,7 +14,6 @@ are masked out of every attention.
 """
 
 import collections
-import dataclasses
 import functools
 import weakref
 
@@ -22,13 +21,12 @@ import keras
 import numpy as np
 from keras import ops
 
-from keras_tf.decoding.beam_search import beam_search, check_beam_size, tile_beams
+from keras_tf.decoding.beam_search import beam_search, tile_beams
 from keras_tf.decoding.compile import xla_compile
-from keras_tf.decoding.greedy import check_max_length, exclude_padding, greedy_search
+from keras_tf.decoding.config import DecodingConfig
+from keras_tf.decoding.greedy import exclude_padding, greedy_search
 from keras_tf.decoding.sampling import sample_search
 from keras_tf.models.config import END_ID, PAD_ID, START_ID
-
-METHODS = ("greedy", "beam", "top_k", "top_p")
 
 Generation = collections.namedtuple("Generation", ["tokens", "scores"])
 Generation.__doc__ = """What `generate` returns (numpy arrays).
@@ -82,28 +80,39 @@ def make_step_fn(model, encoder_tokens, cross_attention_cache):
     return step_fn
 
 
-@dataclasses.dataclass(frozen=True)
-class _Settings:
-    """Everything but the source tokens that shapes the compiled program."""
+def source_buckets(max_source_length):
+    """Every padded source length `generate` and the export use, ascending.
 
-    max_length: int
-    method: str
-    beam_size: int
-    length_penalty: float
-    top_k: int
-    top_p: float
-    temperature: float
-    end_id: int
+    Example:
+        >>> source_buckets(64), source_buckets(100)
+        ([16, 32, 64], [16, 32, 64, 100])
+    """
+    return sorted({source_bucket(n, max_source_length) for n in range(1, max_source_length + 1)})
 
 
-def _decode(model, encoder_tokens, settings, seed_generator):
-    """Encoder once, cross-attention keys and values once, then the decoding loop."""
-    s = settings
-    batch_size = encoder_tokens.shape[0]
-    # memory: [batch, S, d_model]. The copy drops the Keras mask, which
-    # cross_attention_cache does not take (the padding mask comes from
-    # encoder_tokens in every step).
-    memory = ops.copy(model.encoder(encoder_tokens))
+def decode_ids(model, encoder_tokens, decoding, seed_generator=None):
+    """The decode driver: the encoder once, cross-attention keys and values once, then the loop.
+
+    `generate` compiles it for a known batch size; the SavedModel export
+    traces it with the batch size known only at run time. Both pass settings
+    already checked by `DecodingConfig.resolve`.
+
+    Args:
+        model: a `Seq2SeqTransformer`.
+        encoder_tokens: int32 `[batch, S]`, padded with 0.
+        decoding: a resolved `DecodingConfig`.
+        seed_generator: a `keras.random.SeedGenerator`, for sampling only.
+
+    Returns:
+        `(tokens, scores)`: int32 `[batch, max_length]` and float32 `[batch]`;
+        for beam search `[batch, beam_size, max_length]` and `[batch,
+        beam_size]`, best first.
+    """
+    s = decoding
+    batch_size = ops.shape(encoder_tokens)[0]
+    # memory: [batch, S, d_model]; the padding mask comes from encoder_tokens
+    # in every step.
+    memory = model.encoder(encoder_tokens)
     # cross: one [batch, 2, S, heads, head_dim] per decoder block
     cross = model.cross_attention_cache(memory)
     loop_kwargs = dict(start_id=START_ID, end_id=s.end_id, pad_id=PAD_ID)
@@ -162,7 +171,7 @@ class _Compiled:
 
     def _trace(self, encoder_tokens):
         self.traces += 1
-        return _decode(self.model_ref(), encoder_tokens, self.settings, self.seed_generator)
+        return decode_ids(self.model_ref(), encoder_tokens, self.settings, self.seed_generator)
 
 
 # model -> {(batch, source bucket, settings): _Compiled}
@@ -205,37 +214,6 @@ def _check_encoder_tokens(model, encoder_tokens):
     return tokens.astype("int32")
 
 
-def _check_settings(model, max_length, method, beam_size, top_k, top_p, temperature):
-    c = model.config
-    check_max_length(max_length)
-    if max_length > c.max_target_length:
-        raise ValueError(
-            f"max_length={max_length} is beyond the model's positional range: "
-            f"max_target_length={c.max_target_length}"
-        )
-    if method not in METHODS:
-        raise ValueError(f"method must be one of {METHODS}; received method={method!r}")
-    if method == "beam":
-        check_beam_size(beam_size)
-        if 2 * beam_size > c.target_vocabulary_size:
-            raise ValueError(
-                f"beam_size={beam_size} needs 2 * beam_size <= the target vocabulary "
-                f"size {c.target_vocabulary_size}"
-            )
-    if method == "top_k" and (
-        isinstance(top_k, bool) or not isinstance(top_k, int)
-        or not 1 <= top_k <= c.target_vocabulary_size
-    ):
-        raise ValueError(
-            f"top_k must be an integer in [1, {c.target_vocabulary_size}]; "
-            f"received top_k={top_k!r}"
-        )
-    if method == "top_p" and not 0.0 < top_p <= 1.0:
-        raise ValueError(f"top_p must be in (0, 1]; received top_p={top_p!r}")
-    if method in ("top_k", "top_p") and not temperature > 0.0:
-        raise ValueError(f"temperature must be positive; received temperature={temperature!r}")
-
-
 def generate(
     model,
     encoder_tokens,
@@ -249,6 +227,7 @@ def generate(
     seed=None,
     return_all_beams=False,
     end_id=END_ID,
+    decoding=None,
 ):
     """Generate target token ids for a batch of sources, cached and compiled with XLA.
 
@@ -270,6 +249,8 @@ def generate(
             best first. Defaults to False (the best one).
         end_id: the token that ends a sequence; None generates exactly
             `max_length` tokens. Defaults to `END_ID`.
+        decoding: a `DecodingConfig`; when given, it replaces all the
+            settings above but `seed` and `return_all_beams`.
 
     Returns:
         A `Generation(tokens, scores)` of numpy arrays.
@@ -282,30 +263,30 @@ def generate(
         >>> out.tokens.shape, out.scores.shape
         ((1, 8), (1,))
     """
+    if decoding is None:
+        decoding = DecodingConfig(
+            method=method, beam_size=beam_size, length_penalty=length_penalty,
+            max_length=max_length, top_k=top_k, top_p=top_p, temperature=temperature,
+            end_id=end_id,
+        )
+    if not isinstance(decoding, DecodingConfig):
+        raise TypeError(
+            f"decoding must be a keras_tf.decoding.DecodingConfig; received "
+            f"{type(decoding).__name__}"
+        )
     c = model.config
-    max_length = c.max_target_length if max_length is None else max_length
-    _check_settings(model, max_length, method, beam_size, top_k, top_p, temperature)
+    settings = decoding.resolve(c)
     tokens = _check_encoder_tokens(model, encoder_tokens)
     batch_size, source_length = tokens.shape
     bucket = source_bucket(source_length, c.max_source_length)
     tokens = np.pad(tokens, ((0, 0), (0, bucket - source_length)), constant_values=PAD_ID)
 
-    settings = _Settings(
-        max_length=max_length,
-        method=method,
-        beam_size=beam_size if method == "beam" else 0,
-        length_penalty=float(length_penalty) if method == "beam" else 0.0,
-        top_k=top_k if method == "top_k" else 0,
-        top_p=float(top_p) if method == "top_p" else 0.0,
-        temperature=float(temperature) if method in ("top_k", "top_p") else 1.0,
-        end_id=end_id,
-    )
     key = (batch_size, bucket, settings)
     compiled = _COMPILED.setdefault(model, {})
     if key not in compiled:
         compiled[key] = _Compiled(model, settings)
     entry = compiled[key]
-    if method in ("top_k", "top_p"):
+    if settings.method in ("top_k", "top_p"):
         if seed is None:
             seed = int(np.random.randint(0, 2**31 - 1))
         entry.seed_generator.state.assign(
@@ -314,7 +295,7 @@ def generate(
     out_tokens, scores = entry.function(ops.convert_to_tensor(tokens, dtype="int32"))
     out_tokens = np.asarray(ops.convert_to_numpy(out_tokens))
     scores = np.asarray(ops.convert_to_numpy(scores))
-    if method == "beam" and not return_all_beams:
+    if settings.method == "beam" and not return_all_beams:
         out_tokens, scores = out_tokens[:, 0], scores[:, 0]
     return Generation(out_tokens, scores)
 

@@ -11,6 +11,8 @@ Decoding starts with `start_id` at position 0.
 
 from keras import ops
 
+from keras_tf.layers.cache_update import update_at
+
 from keras_tf.models.config import END_ID, PAD_ID, START_ID
 
 
@@ -83,7 +85,7 @@ def decode_token_by_token(
         # A finished sequence keeps its score and is padded from here on.
         picked = ops.where(finished, pad_id, picked)
         scores = scores + ops.where(finished, 0.0, picked_log_probs)
-        tokens = ops.slice_update(tokens, [0, index], picked[:, None])
+        tokens = update_at(tokens, index, picked[:, None], axis=1)
         if end_id is not None:
             finished = ops.logical_or(finished, ops.equal(picked, end_id))
         return index + 1, tokens, picked[:, None], finished, scores, cache

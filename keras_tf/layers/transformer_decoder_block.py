@@ -18,11 +18,17 @@ class TransformerDecoderBlock(TransformerBlockBase):
     from the encoder output `memory`, hidden where `memory_padding_mask` is
     False.
 
-    For incremental decoding, pass `self_attention_cache`
-    `[batch, 2, max_length, heads, head_dim]` with `cache_index`, and
-    `cross_attention_cache` `[batch, 2, source_length, heads, head_dim]`
-    computed once from `memory` with `compute_cross_attention_cache`. The
-    block then returns `(outputs, self_attention_cache)`.
+    Each method returns one structure whatever its arguments:
+    - `call(inputs, memory)` returns the outputs;
+    - `call_with_attention_scores(inputs, memory)` returns `(outputs,
+      cross-attention weights [batch, heads, target_length, source_length])`;
+    - `call_with_cache(inputs, self_attention_cache, cache_index,
+      cross_attention_cache)`, for incremental decoding, returns `(outputs,
+      self_attention_cache)`: the self-attention cache is `[batch, 2,
+      max_length, heads, head_dim]`, the cross-attention keys and values
+      `[batch, 2, source_length, heads, head_dim]` are computed once from
+      `memory` with `compute_cross_attention_cache`.
+    All three run one forward pass, `_forward`.
 
     Args:
         d_model: model width.
@@ -67,13 +73,9 @@ class TransformerDecoderBlock(TransformerBlockBase):
     def call(
         self,
         inputs,
-        memory=None,
+        memory,
         padding_mask=None,
         memory_padding_mask=None,
-        self_attention_cache=None,
-        cache_index=None,
-        cross_attention_cache=None,
-        return_attention_scores=False,
         training=None,
         mask=None,
     ):
@@ -81,23 +83,71 @@ class TransformerDecoderBlock(TransformerBlockBase):
 
         Args:
             inputs: decoder states `[batch, target_length, d_model]`.
-            memory: encoder output `[batch, source_length, d_model]`; may be
-                omitted when `cross_attention_cache` is given.
+            memory: encoder output `[batch, source_length, d_model]`.
             padding_mask: `[batch, target_length]`, True at real tokens;
                 defaults to the Keras mask of `inputs`.
             memory_padding_mask: `[batch, source_length]`, True at real
                 source tokens; defaults to the Keras mask of `memory`.
-            self_attention_cache, cache_index: the decoding cache and the
-                position of the first token of `inputs`.
-            cross_attention_cache: keys and values of `memory`.
-            return_attention_scores: also return the cross-attention weights
-                `[batch, heads, target_length, source_length]`.
 
         Returns:
-            `outputs`, then the updated self-attention cache if one was given,
-            then the cross-attention weights if requested.
+            The outputs `[batch, target_length, d_model]`.
         """
         padding_mask = mask if padding_mask is None else padding_mask
+        x, _, _ = self._forward(
+            inputs, padding_mask, memory_padding_mask, memory=memory, training=training
+        )
+        return x
+
+    def call_with_attention_scores(
+        self, inputs, memory, padding_mask=None, memory_padding_mask=None, training=None
+    ):
+        """`call` that also returns the cross-attention weights: `(outputs, weights)`."""
+        x, _, weights = self._forward(
+            inputs, padding_mask, memory_padding_mask, memory=memory, training=training
+        )
+        return x, weights
+
+    def call_with_cache(
+        self,
+        inputs,
+        self_attention_cache,
+        cache_index,
+        cross_attention_cache,
+        memory_padding_mask=None,
+        training=None,
+    ):
+        """One incremental decoding step: `(outputs, updated self_attention_cache)`.
+
+        Args:
+            inputs: the new tokens' states `[batch, new_length, d_model]`.
+            self_attention_cache: `[batch, 2, max_length, heads, head_dim]`.
+            cache_index: int32 scalar, the position of the first new token.
+            cross_attention_cache: from `compute_cross_attention_cache(memory)`.
+            memory_padding_mask: `[batch, source_length]`, True at real tokens.
+        """
+        x, cache, _ = self._forward(
+            inputs,
+            None,
+            memory_padding_mask,
+            self_attention_cache=self_attention_cache,
+            cache_index=cache_index,
+            cross_attention_cache=cross_attention_cache,
+            training=training,
+        )
+        return x, cache
+
+    def _forward(
+        self,
+        inputs,
+        padding_mask,
+        memory_padding_mask,
+        memory=None,
+        self_attention_cache=None,
+        cache_index=None,
+        cross_attention_cache=None,
+        training=None,
+    ):
+        """Returns `(outputs, self_attention_cache or None, cross-attention weights)`."""
         if memory_padding_mask is None and memory is not None:
             memory_padding_mask = getattr(memory, "_keras_mask", None)
         if memory is None and cross_attention_cache is None:
@@ -111,8 +161,8 @@ class TransformerDecoderBlock(TransformerBlockBase):
         self_attention_mask = compute_attention_mask(
             inputs,
             keys_like,
-            query_padding_mask=None if use_cache else padding_mask,
-            key_padding_mask=None if use_cache else padding_mask,
+            query_padding_mask=padding_mask,
+            key_padding_mask=padding_mask,
             causal=True,
             cache_index=cache_index,
         )
@@ -120,40 +170,46 @@ class TransformerDecoderBlock(TransformerBlockBase):
         cross_attention_mask = compute_attention_mask(
             inputs,
             memory_like,
-            query_padding_mask=None if use_cache else padding_mask,
+            query_padding_mask=padding_mask,
             key_padding_mask=memory_padding_mask,
         )
 
         # Masked (look-ahead) multi-head self-attention, residual, LayerNorm.
         # While decoding, the attention also returns the updated cache.
-        self_attention_outputs = self._residual(
-            inputs,
-            lambda x: self.self_attention(
-                x,
-                attention_mask=self_attention_mask,
-                cache=self_attention_cache,
-                cache_index=cache_index,
-                training=training,
-            ),
-            self.self_attention_dropout,
-            self.self_attention_norm,
-            training,
-        )
         if use_cache:
-            x, self_attention_cache = self_attention_outputs
+            x, self_attention_cache = self._residual(
+                inputs,
+                lambda x: self.self_attention.call_with_cache(
+                    x,
+                    self_attention_cache,
+                    cache_index,
+                    attention_mask=self_attention_mask,
+                    training=training,
+                ),
+                self.self_attention_dropout,
+                self.self_attention_norm,
+                training,
+            )
         else:
-            x = self_attention_outputs
+            x = self._residual(
+                inputs,
+                lambda x: self.self_attention(
+                    x, attention_mask=self_attention_mask, training=training
+                ),
+                self.self_attention_dropout,
+                self.self_attention_norm,
+                training,
+            )
 
         # Encoder-decoder attention: queries from the decoder, keys and values
         # from the encoder output (or their cache). Residual, LayerNorm.
         x, weights = self._residual(
             x,
-            lambda x: self.cross_attention(
+            lambda x: self.cross_attention.call_with_attention_scores(
                 x,
                 memory,
                 attention_mask=cross_attention_mask,
-                cache=cross_attention_cache,
-                return_attention_scores=True,
+                key_value=cross_attention_cache,
                 training=training,
             ),
             self.cross_attention_dropout,
@@ -165,45 +221,7 @@ class TransformerDecoderBlock(TransformerBlockBase):
         x = self._residual(
             x, self.feed_forward, self.feed_forward_dropout, self.feed_forward_norm, training
         )
-
-        outputs = (x,)
-        if use_cache:
-            outputs += (self_attention_cache,)
-        if return_attention_scores:
-            outputs += (weights,)
-        return outputs[0] if len(outputs) == 1 else outputs
+        return x, self_attention_cache, weights
 
     def compute_output_shape(self, inputs_shape, memory_shape=None):
         return tuple(inputs_shape)
-
-    def compute_output_spec(
-        self,
-        inputs,
-        memory=None,
-        padding_mask=None,
-        memory_padding_mask=None,
-        self_attention_cache=None,
-        cache_index=None,
-        cross_attention_cache=None,
-        return_attention_scores=False,
-        training=None,
-        mask=None,
-    ):
-        outputs = (keras.KerasTensor(inputs.shape, dtype=self.compute_dtype),)
-        if self_attention_cache is not None:
-            outputs += (
-                keras.KerasTensor(
-                    self_attention_cache.shape, dtype=self_attention_cache.dtype
-                ),
-            )
-        if return_attention_scores:
-            source_length = (
-                memory.shape[1] if memory is not None else cross_attention_cache.shape[2]
-            )
-            outputs += (
-                keras.KerasTensor(
-                    (inputs.shape[0], self.num_heads, inputs.shape[1], source_length),
-                    dtype=self.compute_dtype,
-                ),
-            )
-        return outputs[0] if len(outputs) == 1 else outputs

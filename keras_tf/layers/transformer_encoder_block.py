@@ -31,7 +31,9 @@ class TransformerEncoderBlock(TransformerBlockBase):
         inputs: `[batch, length, d_model]`.
         padding_mask: optional `[batch, length]`, True at real tokens. When
             omitted, the Keras mask of `inputs` is used.
-        return_attention_scores: also return the self-attention weights.
+
+    `call` returns the outputs; `call_with_attention_scores` returns
+    `(outputs, self-attention weights [batch, heads, length, length])`.
 
     Example:
         >>> import numpy as np
@@ -52,15 +54,16 @@ class TransformerEncoderBlock(TransformerBlockBase):
         )
         self.built = True
 
-    def call(
-        self,
-        inputs,
-        padding_mask=None,
-        return_attention_scores=False,
-        training=None,
-        mask=None,
-    ):
+    def call(self, inputs, padding_mask=None, training=None, mask=None):
         padding_mask = mask if padding_mask is None else padding_mask
+        x, _ = self._forward(inputs, padding_mask, training)
+        return x
+
+    def call_with_attention_scores(self, inputs, padding_mask=None, training=None):
+        """`call` that also returns the self-attention weights: `(outputs, weights)`."""
+        return self._forward(inputs, padding_mask, training)
+
+    def _forward(self, inputs, padding_mask, training):
         attention_mask = compute_attention_mask(
             inputs, inputs, query_padding_mask=padding_mask, key_padding_mask=padding_mask
         )
@@ -68,11 +71,8 @@ class TransformerEncoderBlock(TransformerBlockBase):
         # Multi-head self-attention, residual, LayerNorm.
         x, weights = self._residual(
             inputs,
-            lambda x: self.self_attention(
-                x,
-                attention_mask=attention_mask,
-                return_attention_scores=True,
-                training=training,
+            lambda x: self.self_attention.call_with_attention_scores(
+                x, attention_mask=attention_mask, training=training
             ),
             self.self_attention_dropout,
             self.self_attention_norm,
@@ -82,21 +82,7 @@ class TransformerEncoderBlock(TransformerBlockBase):
         x = self._residual(
             x, self.feed_forward, self.feed_forward_dropout, self.feed_forward_norm, training
         )
-        if return_attention_scores:
-            return x, weights
-        return x
+        return x, weights
 
     def compute_output_shape(self, inputs_shape):
         return tuple(inputs_shape)
-
-    def compute_output_spec(
-        self, inputs, padding_mask=None, return_attention_scores=False, training=None, mask=None
-    ):
-        output = keras.KerasTensor(inputs.shape, dtype=self.compute_dtype)
-        if not return_attention_scores:
-            return output
-        length = inputs.shape[1]
-        weights = keras.KerasTensor(
-            (inputs.shape[0], self.num_heads, length, length), dtype=self.compute_dtype
-        )
-        return output, weights

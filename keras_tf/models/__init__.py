@@ -1,4 +1,4 @@
-"""The functional seq2seq model, its configuration and presets."""
+"""The functional seq2seq model (the backbone), the translator task, the configuration and presets."""
 
 from keras_tf.models.config import (
     END_ID,
@@ -11,6 +11,7 @@ from keras_tf.models.config import (
     get_preset,
 )
 from keras_tf.models.seq2seq_transformer import Seq2SeqTransformer
+from keras_tf.models.seq2seq_translator import Seq2SeqTranslator
 
 __all__ = [
     "END_ID",
@@ -20,6 +21,7 @@ __all__ = [
     "START_ID",
     "UNK_ID",
     "Seq2SeqTransformer",
+    "Seq2SeqTranslator",
     "TransformerConfig",
     "get_preset",
 ]

@@ -58,9 +58,11 @@ class Seq2SeqTransformer(keras.Model):
 
         # === Layers, in the order of the paper's figure 1 ===
         self.config = c
+        # Padding masks are built once from the ids (`_encode`, `_decode`) and
+        # passed to every block: no implicit Keras mask flows through the model.
         self.source_embedding = PositionalEmbedding(
             c.source_vocabulary_size, c.d_model, c.max_source_length,
-            dtype=dtype, name="source_embedding",
+            mask_zero=False, dtype=dtype, name="source_embedding",
         )
         self.source_dropout = keras.layers.Dropout(c.dropout, dtype=dtype, name="source_dropout")
         self.encoder_blocks = [
@@ -69,7 +71,7 @@ class Seq2SeqTransformer(keras.Model):
         ]
         self.target_embedding = PositionalEmbedding(
             c.target_vocabulary_size, c.d_model, c.max_target_length,
-            dtype=dtype, name="target_embedding",
+            mask_zero=False, dtype=dtype, name="target_embedding",
         )
         self.target_dropout = keras.layers.Dropout(c.dropout, dtype=dtype, name="target_dropout")
         self.decoder_blocks = [
@@ -95,7 +97,7 @@ class Seq2SeqTransformer(keras.Model):
         encoder_tokens = keras.Input((None,), dtype="int32", name="encoder_tokens")
         decoder_tokens = keras.Input((None,), dtype="int32", name="decoder_tokens")
         memory = self._encode(encoder_tokens)
-        logits = self._decode(decoder_tokens, encoder_tokens, memory=memory)
+        logits = self._decode(decoder_tokens, encoder_tokens, memory)
         super().__init__(
             inputs={"encoder_tokens": encoder_tokens, "decoder_tokens": decoder_tokens},
             outputs=logits,
@@ -124,66 +126,56 @@ class Seq2SeqTransformer(keras.Model):
             x = self.encoder_norm(x)
         return x
 
-    def _decode(
-        self,
-        decoder_tokens,
-        encoder_tokens,
-        memory=None,
-        cross_attention_cache=None,
-        self_attention_cache=None,
-        cache_index=None,
-        return_attention_scores=False,
-    ):
+    def _decode(self, decoder_tokens, encoder_tokens, memory):
+        """The training graph: decoder_tokens → logits, every block called directly."""
         memory_padding_mask = ops.not_equal(encoder_tokens, PAD_ID)
         padding_mask = ops.not_equal(decoder_tokens, PAD_ID)
-        x = self.target_embedding(
-            decoder_tokens, start_index=0 if cache_index is None else cache_index
-        )
-        x = self.target_dropout(x)
-        new_caches, weights = [], []
-        returns_tuple = self_attention_cache is not None or return_attention_scores
-        for i, block in enumerate(self.decoder_blocks):
-            # Training calls the block itself; the decoding and probing
-            # sub-models call it through a wrapper (see `_BlockCall`).
-            block_kwargs = dict(
-                memory=memory,
-                padding_mask=padding_mask,
-                memory_padding_mask=memory_padding_mask,
-                self_attention_cache=(
-                    None if self_attention_cache is None else self_attention_cache[i]
-                ),
-                cache_index=cache_index,
-                cross_attention_cache=(
-                    None if cross_attention_cache is None else cross_attention_cache[i]
-                ),
+        x = self.target_dropout(self.target_embedding(decoder_tokens))
+        for block in self.decoder_blocks:
+            x = block(
+                x, memory, padding_mask=padding_mask, memory_padding_mask=memory_padding_mask
             )
-            block_kwargs = {k: v for k, v in block_kwargs.items() if v is not None}
-            if returns_tuple:
-                call = _BlockCall(block, return_attention_scores=return_attention_scores)
-            else:
-                call = block
-            outputs = call(x, **block_kwargs)
-            if not isinstance(outputs, tuple):
-                outputs = (outputs,)
-            x = outputs[0]
-            if self_attention_cache is not None:
-                new_caches.append(outputs[1])
-            if return_attention_scores:
-                weights.append(outputs[-1])
+        return self._logits(x)
+
+    def _decode_with_cache(
+        self, decoder_tokens, encoder_tokens, cross_attention_cache, self_attention_cache,
+        cache_index,
+    ):
+        """One decoding step: `(logits, updated self-attention caches)`."""
+        memory_padding_mask = ops.not_equal(encoder_tokens, PAD_ID)
+        x = self.target_embedding(decoder_tokens, start_index=cache_index)
+        x = self.target_dropout(x)
+        caches = []
+        for block, cache, cross in zip(
+            self.decoder_blocks, self_attention_cache, cross_attention_cache
+        ):
+            x, cache = _BlockCall(block, "call_with_cache")(
+                x, cache, cache_index, cross, memory_padding_mask=memory_padding_mask
+            )
+            caches.append(cache)
+        return self._logits(x), caches
+
+    def _decode_with_attention_scores(self, decoder_tokens, encoder_tokens, memory):
+        """The training graph's forward pass that also gives `[batch, layers, heads, T, S]` weights."""
+        memory_padding_mask = ops.not_equal(encoder_tokens, PAD_ID)
+        padding_mask = ops.not_equal(decoder_tokens, PAD_ID)
+        x = self.target_dropout(self.target_embedding(decoder_tokens))
+        weights = []
+        for block in self.decoder_blocks:
+            x, block_weights = _BlockCall(block, "call_with_attention_scores")(
+                x, memory, padding_mask=padding_mask, memory_padding_mask=memory_padding_mask
+            )
+            weights.append(block_weights)
+        return self._logits(x), ops.stack(weights, axis=1)
+
+    def _logits(self, x):
+        """The final linear layer over the vocabulary (softmax is applied by the
+        loss or the decoding loop). logits: [batch, target_length, vocabulary], float32."""
         if self.decoder_norm is not None:
             x = self.decoder_norm(x)
-        # Linear layer over the vocabulary (softmax is applied by the loss or
-        # the decoding loop). logits: [batch, target_length, vocabulary], float32.
         if self.output_projection is None:
-            logits = self.target_embedding(x, reverse=True)
-        else:
-            logits = ops.cast(self.output_projection(x), "float32")
-        outputs = (logits,)
-        if self_attention_cache is not None:
-            outputs += (new_caches,)
-        if return_attention_scores:
-            outputs += (ops.stack(weights, axis=1),)
-        return outputs[0] if len(outputs) == 1 else outputs
+            return self.target_embedding(x, reverse=True)
+        return ops.cast(self.output_projection(x), "float32")
 
     # --- decoding sub-models, built from the same layers ---
 
@@ -224,11 +216,9 @@ class Seq2SeqTransformer(keras.Model):
                 _BlockCall(block, "compute_cross_attention_cache")(memory)
                 for block in self.decoder_blocks
             ]
-            model = keras.Model(memory, cache, name="cross_attention_cache")
-            # The encoder's output carries its padding mask; the cache does
-            # not need it (the decoder step rebuilds it from the tokens).
-            model.supports_masking = True
-            self._submodels["cross_attention_cache"] = model
+            self._submodels["cross_attention_cache"] = keras.Model(
+                memory, cache, name="cross_attention_cache"
+            )
         return self._submodels["cross_attention_cache"]
 
     @property
@@ -254,16 +244,16 @@ class Seq2SeqTransformer(keras.Model):
                 "self_attention_cache": self._cache_inputs("self_attention_cache"),
                 "cache_index": keras.Input(batch_shape=(), dtype="int32", name="cache_index"),
             }
-            logits, cache = self._decode(
+            logits, cache = self._decode_with_cache(
                 inputs["decoder_tokens"],
                 inputs["encoder_tokens"],
-                cross_attention_cache=inputs["cross_attention_cache"],
-                self_attention_cache=inputs["self_attention_cache"],
-                cache_index=inputs["cache_index"],
+                inputs["cross_attention_cache"],
+                inputs["self_attention_cache"],
+                inputs["cache_index"],
             )
-            model = keras.Model(inputs, [logits, cache], name="decoder_step")
-            model.supports_masking = True  # masks are rebuilt from the tokens
-            self._submodels["decoder_step"] = model
+            self._submodels["decoder_step"] = keras.Model(
+                inputs, [logits, cache], name="decoder_step"
+            )
         return self._submodels["decoder_step"]
 
     @property
@@ -275,11 +265,8 @@ class Seq2SeqTransformer(keras.Model):
         if "attention_probe" not in self._submodels:
             encoder_tokens = keras.Input((None,), dtype="int32", name="encoder_tokens")
             decoder_tokens = keras.Input((None,), dtype="int32", name="decoder_tokens")
-            logits, weights = self._decode(
-                decoder_tokens,
-                encoder_tokens,
-                memory=self._encode(encoder_tokens),
-                return_attention_scores=True,
+            logits, weights = self._decode_with_attention_scores(
+                decoder_tokens, encoder_tokens, self._encode(encoder_tokens)
             )
             self._submodels["attention_probe"] = keras.Model(
                 {"encoder_tokens": encoder_tokens, "decoder_tokens": decoder_tokens},
@@ -387,25 +374,17 @@ def _check_inputs(inputs, config):
 class _BlockCall(keras.layers.Layer):
     """Calls one method of a block as a single, uniquely named graph node.
 
-    Two Keras limits make this necessary for the decoding sub-models: node
-    names must be unique (every block's projections are called "key",
-    "value", ...), and a layer called in several graphs must return the same
-    output structure each time (the decoder block returns one tensor in
-    training and `(outputs, cache)` while decoding). The wrapper owns no new
-    weights: it tracks the block and runs the block's own code.
+    The decoding sub-models call a block's `call_with_cache` or
+    `call_with_attention_scores`, which Keras's functional API does not see
+    as a layer call; and node names must be unique across blocks (each has
+    its own "key", "value", ... projections). This wrapper owns no weights:
+    it tracks the block and runs the block's own method.
     """
 
-    def __init__(self, block, method="call", **options):
+    def __init__(self, block, method):
         super().__init__(name=f"{block.name}_{method}", dtype=block.dtype_policy)
         self.block = block
         self.method = method
-        self.options = options  # non-tensor keyword arguments
-        self.supports_masking = True
 
-    def call(self, *args, **tensors):
-        if self.method == "call":
-            return self.block(*args, **tensors, **self.options)
-        return getattr(self.block, self.method)(*args, **tensors, **self.options)
-
-    def compute_mask(self, *args, **kwargs):
-        return None
+    def call(self, *args, **kwargs):
+        return getattr(self.block, self.method)(*args, **kwargs)

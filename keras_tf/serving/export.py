@@ -19,7 +19,6 @@ fails. So the default export holds no XLA op at all, and `xla=True` marks
 just the generation function `jit_compile`, for servers started with a flag.
 """
 
-import contextlib
 import functools
 import json
 import os
@@ -31,16 +30,9 @@ import keras
 import tensorflow as tf
 from tensorflow.core.protobuf import saved_model_pb2
 
-from keras_tf.decoding import beam_search, greedy_search, make_step_fn, tile_beams
-from keras_tf.models.config import PAD_ID
-from keras_tf.serving.translator import (
-    Translator,
-    blank_empty_sources,
-    frame_encoder_tokens,
-    padded_to_source_ids,
-    target_text,
-    text_to_source_ids,
-)
+from keras_tf.decoding import decode_ids
+from keras_tf.serving.translator import Translator
+from keras_tf.text.preprocessor import blank_empty_sources, pad_to_bucket
 from keras_tf.version import __version__
 
 # What clients see (docs/serving.md lists the same names, dtypes and shapes).
@@ -60,97 +52,13 @@ FORMAT_VERSION = 1
 # --- The generation function, the one part XLA may compile ---
 
 
-def _pad_to_bucket(encoder_tokens, buckets):
-    """Pad `[batch, S]` with 0 to `[batch, bucket]`, the first bucket >= S, as `generate` does.
-
-    Padding changes no output (padded positions are masked out of every
-    attention); it gives the same shapes as in-process `generate`, and a few
-    programs per batch size for an XLA export.
-    """
-    length = tf.shape(encoder_tokens)[1]
-    bucket = tf.gather(buckets, tf.searchsorted(buckets, length[None])[0])
-    return tf.pad(encoder_tokens, [[0, 0], [0, bucket - length]], constant_values=PAD_ID)
-
-
-def _generate_ids(model, settings, encoder_tokens):
-    """Cached decoding of a batch of any size: the encoder once, then a keras_tf.decoding loop.
-
-    `keras_tf.decoding.generate` does the same for a batch size known when
-    tracing; a signature's batch size is only known at run time.
-
-    Args:
-        model: a `Seq2SeqTransformer`.
-        settings: the `Translator` whose method and lengths to use.
-        encoder_tokens: int32 `[batch, S]`.
-
-    Returns:
-        `(target_ids int32 [batch, max_length], scores float32 [batch])`.
-    """
-    s = settings
-    batch_size = tf.shape(encoder_tokens)[0]
-    # memory: [batch, S, d_model]; tf.identity drops the Keras mask, which
-    # cross_attention_cache does not take.
-    memory = tf.identity(model.encoder(encoder_tokens))
-    # cross: one [batch, 2, S, heads, head_dim] per decoder block
-    cross = model.cross_attention_cache(memory)
-    if s.method == "beam":
-        step_fn = make_step_fn(
-            model, tile_beams(encoder_tokens, s.beam_size), tile_beams(cross, s.beam_size)
-        )
+def _generate_ids(model, decoding, encoder_tokens):
+    """`keras_tf.decoding.decode_ids`, the best hypothesis only: `(ids [batch, T], scores [batch])`."""
+    tokens, scores = decode_ids(model, encoder_tokens, decoding)
+    if decoding.method == "beam":
         # tokens: [batch, beam, max_length], best first; scores: [batch, beam]
-        tokens, scores = beam_search(
-            step_fn,
-            model.init_self_attention_cache(batch_size * s.beam_size, s.max_length),
-            batch_size,
-            s.max_length,
-            beam_size=s.beam_size,
-            length_penalty=s.length_penalty,
-        )
         return tokens[:, 0], scores[:, 0]
-    step_fn = make_step_fn(model, encoder_tokens, cross)
-    return greedy_search(
-        step_fn, model.init_self_attention_cache(batch_size, s.max_length), batch_size, s.max_length
-    )
-
-
-@contextlib.contextmanager
-def _portable_slice_update():
-    """Trace `keras.ops.slice_update` as TensorStridedSliceUpdate, which runs without XLA.
-
-    Keras's TensorFlow backend writes `slice_update` (the key/value cache
-    and the decoding loops use it) as `XlaDynamicUpdateSlice`. Outside an
-    XLA cluster TensorFlow runs that op by compiling it with XLA on demand,
-    which TF Serving refuses unless started with an XLA flag ("XLA
-    compilation disabled", tensorflow/serving#2217). The update regions here
-    always lie inside the tensor, where the two ops agree; XLA's clamping of
-    out-of-range starts is never needed. The substitution is process-wide
-    while it lasts: keep other threads from tracing Keras code during an export.
-    """
-    from keras.src import backend
-    from keras.src.backend.tensorflow import core
-
-    if backend.core is not core or not hasattr(core, "slice_update"):
-        raise RuntimeError(
-            "keras_tf.serving expects Keras 3's TensorFlow backend to define "
-            "keras.src.backend.tensorflow.core.slice_update; received keras "
-            f"{keras.__version__} with backend {keras.backend.backend()!r}"
-        )
-
-    def slice_update(inputs, start_indices, updates):
-        inputs = tf.convert_to_tensor(inputs)
-        updates = tf.cast(updates, inputs.dtype)
-        begin = tf.stack([tf.cast(i, tf.int32) for i in start_indices])
-        end = begin + tf.shape(updates, out_type=tf.int32)
-        return tf.raw_ops.TensorStridedSliceUpdate(
-            input=inputs, begin=begin, end=end, strides=tf.ones_like(begin), value=updates
-        )
-
-    original = core.slice_update
-    core.slice_update = slice_update
-    try:
-        yield
-    finally:
-        core.slice_update = original
+    return tokens, scores
 
 
 def saved_model_ops(export_dir):
@@ -182,25 +90,22 @@ class _TranslatorModule(tf.Module):
     def __init__(self, translator, xla, asset_paths):
         super().__init__(name="keras_tf_translator")
         t = translator
+        preprocessor = t.preprocessor
         self.model_variables = list(t.model.variables)
         self.tokenizers = t.tokenizers
         self.assets = [tf.saved_model.Asset(path) for path in asset_paths]
-        source_vocabulary_size = t.model.config.source_vocabulary_size
-        target_vocabulary_size = t.tokenizers.target_vocabulary_size
         buckets = tf.constant(t.source_buckets, tf.int32)
 
         # The only function XLA may compile: no string ops in it.
         generate_ids = tf.function(
-            functools.partial(_generate_ids, t.model, t),
+            functools.partial(_generate_ids, t.model, t.decoding),
             input_signature=[tf.TensorSpec([None, None], tf.int32, name="encoder_tokens")],
             jit_compile=xla,
             autograph=False,
         )
 
         def translate_ids(source_ids):
-            encoder_tokens = _pad_to_bucket(
-                frame_encoder_tokens(source_ids, t.max_source_length), buckets
-            )
+            encoder_tokens = pad_to_bucket(preprocessor.encoder_tokens(source_ids), buckets)
             target_ids, scores = generate_ids(encoder_tokens)
             return blank_empty_sources(source_ids, target_ids, scores)
 
@@ -208,8 +113,8 @@ class _TranslatorModule(tf.Module):
             input_signature=[tf.TensorSpec([None], tf.string, name=TEXT_INPUT)], autograph=False
         )
         def translate_text(text):
-            target_ids, scores = translate_ids(text_to_source_ids(t.tokenizers, text))
-            translation = target_text(t.tokenizers, target_ids, target_vocabulary_size)
+            target_ids, scores = translate_ids(preprocessor.source_ids(text))
+            translation = preprocessor.detokenize(target_ids)
             return {TRANSLATION_OUTPUT: translation, SCORE_OUTPUT: scores}
 
         @tf.function(
@@ -217,9 +122,7 @@ class _TranslatorModule(tf.Module):
             autograph=False,
         )
         def translate_tokens(source_ids):
-            target_ids, scores = translate_ids(
-                padded_to_source_ids(source_ids, source_vocabulary_size)
-            )
+            target_ids, scores = translate_ids(preprocessor.ids_to_source_ids(source_ids))
             return {TARGET_IDS_OUTPUT: target_ids, SCORE_OUTPUT: scores}
 
         self.translate_text = translate_text
@@ -245,12 +148,9 @@ def export(
     model_base_path,
     *,
     version=None,
-    method="greedy",
-    beam_size=4,
-    length_penalty=0.6,
-    max_length=None,
-    max_source_length=None,
+    decoding=None,
     xla=False,
+    **fields,
 ):
     """Write a string-in, string-out SavedModel to `<model_base_path>/<version>/`.
 
@@ -266,9 +166,11 @@ def export(
         version: positive int. Defaults to `None`: one more than the
             highest version there (1 for the first). An existing version is
             never overwritten.
-        method, beam_size, length_penalty, max_length, max_source_length:
-            the decoding settings, fixed in the export, as `Translator`
-            takes them.
+        decoding: the `keras_tf.decoding.DecodingConfig` fixed in the export
+            (greedy or beam search). Defaults to None: greedy with the
+            model's limits.
+        **fields: `DecodingConfig` fields that replace those of `decoding`,
+            e.g. `method="beam", beam_size=4`.
         xla: bool. `False` (default): no op needs XLA, as TF Serving runs
             by default. `True`: the generation function is compiled with
             XLA (`jit_compile`); serve it with `--xla_cpu_compilation_enabled`
@@ -289,15 +191,7 @@ def export(
         >>> os.path.basename(path)
         '1'
     """
-    translator = Translator(
-        model,
-        tokenizers,
-        method=method,
-        beam_size=beam_size,
-        length_penalty=length_penalty,
-        max_length=max_length,
-        max_source_length=max_source_length,
-    )
+    translator = Translator(model, tokenizers, decoding=decoding, **fields)
     if not isinstance(xla, bool):
         raise TypeError(f"xla must be True or False; received xla={xla!r}")
     model_base_path = os.fspath(model_base_path)
@@ -343,14 +237,14 @@ def export(
 
         module = _TranslatorModule(translator, xla, asset_paths)
         try:
-            # Tracing happens here, so the substitution must cover it.
-            with contextlib.nullcontext() if xla else _portable_slice_update():
-                tf.saved_model.save(
-                    module,
-                    staging_dir,
-                    signatures=module.signatures(),
-                    options=tf.saved_model.SaveOptions(experimental_custom_gradients=False),
-                )
+            # Decoding writes its buffers with `update_at` (a select), so
+            # without XLA the graph holds no XLA op; checked below.
+            tf.saved_model.save(
+                module,
+                staging_dir,
+                signatures=module.signatures(),
+                options=tf.saved_model.SaveOptions(experimental_custom_gradients=False),
+            )
             needs_xla = sorted(op for op in saved_model_ops(staging_dir) if op.startswith("Xla"))
             if needs_xla and not xla:
                 raise RuntimeError(

@@ -33,6 +33,7 @@ from keras_tf.text.pipeline import (
     overlong_stats,
     padding_fraction,
 )
+from keras_tf.text.preprocessor import Seq2SeqPreprocessor, clean_text
 from keras_tf.text.tokenizers import Seq2SeqTokenizers, train_sentencepiece, train_wordpiece
 
 __all__ = [
@@ -41,7 +42,9 @@ __all__ = [
     "OverlongStats",
     "ParallelCorpus",
     "ReadStats",
+    "Seq2SeqPreprocessor",
     "Seq2SeqTokenizers",
+    "clean_text",
     "default_bucket_boundaries",
     "encode_source",
     "frame_source",

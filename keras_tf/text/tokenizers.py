@@ -381,6 +381,36 @@ class Seq2SeqTokenizers(tf.Module):
         """Source ids to sentences; the rules of `detokenize_target`."""
         return self._detokenize_source(_dense_int32(ids))
 
+    def pieces(self, ids, side="target"):
+        """The subword pieces of `ids`, the reserved ids by their names (`[END]`, ...).
+
+        Args:
+            ids: iterable of int ids of one sequence.
+            side: `"source"` or `"target"`. Defaults to `"target"`.
+
+        Returns:
+            list of `str`.
+
+        Example:
+            >>> tokenizers = Seq2SeqTokenizers.train(
+            ...     ["the cat sat on the mat"] * 20, ["le chat"] * 20, vocabulary_size=16)
+            >>> ids = tokenizers.tokenize_target(["le chat"]).to_list()[0]
+            >>> "".join(tokenizers.pieces(ids + [END_ID])).replace("\u2581", " ")
+            ' le chat[END]'
+        """
+        if side not in ("source", "target"):
+            raise ValueError(f"side must be 'source' or 'target'; received side={side!r}")
+        tokenizer = self.source_tokenizer if side == "source" else self.target_tokenizer
+        if self.kind == "sentencepiece":
+            # From the proto, not keras-hub's eager resource (tensorflow/text#570).
+            vocabulary = [piece.piece for piece in _sentencepiece_model(tokenizer).pieces]
+        else:
+            vocabulary = list(tokenizer.get_vocabulary())
+        return [
+            RESERVED_TOKENS[i] if i < len(RESERVED_TOKENS) else vocabulary[i]
+            for i in (int(i) for i in ids)
+        ]
+
     def get_config(self):
         """What `save` writes to `tokenizers.json`, less the file names."""
         return {

@@ -161,6 +161,26 @@ def resolve_jit_compile(jit_compile, strategy):
     return jit_compile
 
 
+# The private Keras attributes `prepare_for_strategy` replaces or calls. setup.py
+# pins keras to the minor release they were read from; `check_keras_hooks`
+# fails loudly, rather than letting the fix silently stop applying, if a
+# Keras release moves them.
+KERAS_HOOKS = ("_maybe_symbolic_build", "_symbolic_build", "_distribute_strategy")
+
+
+def check_keras_hooks(model):
+    """Raise `RuntimeError` unless `model` has every attribute of `KERAS_HOOKS`."""
+    import keras
+
+    missing = [name for name in KERAS_HOOKS if not hasattr(model, name)]
+    if missing:
+        raise RuntimeError(
+            f"keras_tf.training.distribute works around keras-team/keras#20585 by "
+            f"replacing keras.Model attributes {missing}, which keras {keras.__version__} "
+            "does not have. Install the keras release setup.py pins (keras>=3.15,<3.16)."
+        )
+
+
 def prepare_for_strategy(model, element_spec):
     """Make a compiled model's `fit` and `evaluate` work under its strategy (see the module doc).
 
@@ -173,6 +193,7 @@ def prepare_for_strategy(model, element_spec):
             `({"encoder_tokens": TensorSpec, "decoder_tokens": TensorSpec},
             TensorSpec)`.
     """
+    check_keras_hooks(model)
     strategy = model._distribute_strategy
     if strategy is None:
         return

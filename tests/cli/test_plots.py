@@ -40,11 +40,10 @@ def test_attention_draws_a_heatmap(tmp_path, untrained_model_dir, capsys, layer_
 
 
 def test_cross_attention_rows_are_distributions(untrained_model_dir):
-    from keras_tf.cli.attention import cross_attention, select
-    from keras_tf.cli.model_dir import load_model_dir
+    from keras_tf.cli.attention import select
+    from keras_tf.models import Seq2SeqTranslator
 
-    trained = load_model_dir(untrained_model_dir)
-    attention = cross_attention(trained.model, trained.tokenizers, "red cat")
+    attention = Seq2SeqTranslator.from_preset(untrained_model_dir).cross_attention("red cat")
     layers, heads, rows, columns = attention.weights.shape
     assert (layers, heads) == (2, 4)
     assert (rows, columns) == (len(attention.target_tokens), len(attention.source_tokens))

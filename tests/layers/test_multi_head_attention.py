@@ -82,7 +82,9 @@ def test_fully_masked_row_gives_no_nan_in_low_precision(policy):
     layer = MultiHeadAttention(HEADS, D_MODEL, dtype=policy)
     x = np.random.rand(1, 3, D_MODEL).astype(policy)
     mask = np.zeros((1, 3, 3), bool)  # nothing may be attended
-    out, weights = layer(x, attention_mask=mask, return_attention_scores=True)
+    out = layer(x, attention_mask=mask)  # builds the layer
+    same, weights = layer.call_with_attention_scores(x, attention_mask=mask)
+    np.testing.assert_array_equal(to_numpy(out), to_numpy(same))
     assert keras.backend.standardize_dtype(out.dtype) == policy
     assert np.all(np.isfinite(to_numpy(keras.ops.cast(out, "float32"))))
     np.testing.assert_allclose(to_numpy(keras.ops.cast(weights, "float32")), 1 / 3, atol=1e-2)
@@ -92,7 +94,11 @@ def test_attention_weights_are_returned_and_sum_to_one():
     layer = MultiHeadAttention(HEADS, D_MODEL)
     x = np.random.rand(2, 5, D_MODEL).astype("float32")
     mask = compute_attention_mask(x, x, causal=True)
-    _, weights = layer(x, attention_mask=mask, return_attention_scores=True)
+    out = layer(x, attention_mask=mask)
+    same, weights = layer.call_with_attention_scores(x, attention_mask=mask)
+    # `call` returns one tensor, `call_with_attention_scores` always a pair.
+    assert not isinstance(out, tuple)
+    np.testing.assert_array_equal(to_numpy(out), to_numpy(same))
     weights = to_numpy(weights)
     assert weights.shape == (2, HEADS, 5, 5)
     np.testing.assert_allclose(weights.sum(-1), 1.0, atol=1e-5)
@@ -107,7 +113,7 @@ def test_cache_gives_the_same_outputs_as_the_full_sequence():
     for t in range(5):
         step = x[:, t : t + 1]
         mask = compute_attention_mask(step, cache[:, 0], causal=True, cache_index=t)
-        out, cache = layer(step, attention_mask=mask, cache=cache, cache_index=t)
+        out, cache = layer.call_with_cache(step, cache, t, attention_mask=mask)
         np.testing.assert_allclose(to_numpy(out)[:, 0], full[:, t], atol=1e-5)
 
 

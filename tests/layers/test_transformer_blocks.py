@@ -127,19 +127,32 @@ def test_decoder_cache_matches_full_pass():
     cross = block.compute_cross_attention_cache(memory)
     cache = keras.ops.zeros((2, 2, 5, HEADS, HEAD_DIM))
     for t in range(5):
-        out, cache = block(
-            y[:, t : t + 1],
-            self_attention_cache=cache,
-            cache_index=t,
-            cross_attention_cache=cross,
-        )
+        out, cache = block.call_with_cache(y[:, t : t + 1], cache, t, cross)
         np.testing.assert_allclose(to_numpy(out)[:, 0], full[:, t], atol=1e-5)
 
 
 def test_decoder_without_memory_raises():
     block = TransformerDecoderBlock(D_MODEL, HEADS, D_FF)
+    y = np.zeros((1, 2, D_MODEL), "float32")
     with pytest.raises(ValueError, match="needs `memory`"):
-        block(np.zeros((1, 2, D_MODEL), "float32"))
+        block(y, None)
+
+
+def test_decoder_methods_return_one_structure_each():
+    block = TransformerDecoderBlock(D_MODEL, HEADS, D_FF, dropout=0.0)
+    y = np.random.rand(2, 4, D_MODEL).astype("float32")
+    memory = np.random.rand(2, 3, D_MODEL).astype("float32")
+    out = block(y, memory)
+    assert not isinstance(out, tuple)
+    same, weights = block.call_with_attention_scores(y, memory)
+    np.testing.assert_array_equal(to_numpy(out), to_numpy(same))
+    assert tuple(weights.shape) == (2, HEADS, 4, 3)
+    np.testing.assert_allclose(to_numpy(weights).sum(-1), 1.0, atol=1e-5)
+    encoder = TransformerEncoderBlock(D_MODEL, HEADS, D_FF, dropout=0.0)
+    x = encoder(memory)
+    same, weights = encoder.call_with_attention_scores(memory)
+    np.testing.assert_array_equal(to_numpy(x), to_numpy(same))
+    assert tuple(weights.shape) == (2, HEADS, 3, 3)
 
 
 def test_blocks_reject_heads_that_do_not_divide_d_model():

@@ -144,11 +144,11 @@ def test_sources_are_cut_to_max_source_length_minus_one_ids(greedy_export):
 
 def test_bad_arguments_get_clear_errors(greedy_export):
     model, tokenizers = greedy_export.model, greedy_export.tokenizers
-    with pytest.raises(ValueError, match="method must be one of"):
+    with pytest.raises(ValueError, match=r"method must be one of \('greedy', 'beam'\) to translate"):
         Translator(model, tokenizers, method="top_k")
     with pytest.raises(ValueError, match="received beam_size=0"):
         Translator(model, tokenizers, method="beam", beam_size=0)
-    with pytest.raises(ValueError, match=r"max_length must be an integer in \[1, 32\]"):
+    with pytest.raises(ValueError, match="max_length=33 is beyond the model's positional range"):
         Translator(model, tokenizers, max_length=33)
     with pytest.raises(ValueError, match="length_penalty must be a number"):
         Translator(model, tokenizers, method="beam", length_penalty="0.6")

@@ -1,0 +1,546 @@
+"""The translation task: backbone, preprocessor and decoding settings, loadable by name.
+
+The keras-hub task shape (`keras_hub.models.BartSeq2SeqLM` and friends):
+
+    translator = Seq2SeqTranslator.from_preset("transformer_small", tokenizers=tokenizers)
+    translator.fit(sources, targets, epochs=10)          # strings, or token ids
+    translator.generate(["Save the notebook"])           # strings in, strings out
+    translator.save_to_preset("run1")                    # keras-tf translate --model run1
+    Seq2SeqTranslator.from_preset("run1")
+
+A preset directory holds (the files `keras-tf train --out DIR` writes too,
+so every model directory of the command line is a preset):
+
+    config.json      the TransformerConfig
+    model.keras      the backbone, weights included
+    tokenizers/      Seq2SeqTokenizers.save (optional: without it the
+                     translator takes and returns token ids)
+    decoding.json    the DecodingConfig (optional: greedy)
+    metadata.json    keras_tf version and format (optional)
+
+The text steps need TensorFlow (TF-Text ops); the backbone and `generate` on
+token ids run on any Keras backend.
+"""
+
+import dataclasses
+import json
+import os
+import sys
+import tempfile
+
+import keras
+import numpy as np
+from keras import ops
+
+from keras_tf.decoding.config import DecodingConfig
+from keras_tf.models.config import PAD_ID, PRESETS, TransformerConfig, get_preset
+from keras_tf.models.seq2seq_transformer import Seq2SeqTransformer
+from keras_tf.tensorflow_import import require_tensorflow
+from keras_tf.version import __version__
+
+CONFIG_FILE = "config.json"
+MODEL_FILE = "model.keras"
+TOKENIZERS_DIR = "tokenizers"
+DECODING_FILE = "decoding.json"
+METADATA_FILE = "metadata.json"
+PRESET_FORMAT = "keras_tf.Seq2SeqTranslator"
+PRESET_FORMAT_VERSION = 1
+
+# The default fit recipe: Adam at a constant 5e-4 with the paper's betas. It
+# learns from the first step on any corpus size (the paper's 4,000-step
+# warm-up assumed 25,000-token batches and never peaks in a short run).
+DEFAULT_LEARNING_RATE = 5e-4
+DEFAULT_BATCH_SIZE = 32
+
+
+def _write_json(path, values):
+    """Write `values` to a temporary file, then rename it to `path`."""
+    temporary = f"{path}.partial"
+    with open(temporary, "w", encoding="utf-8") as file:
+        json.dump(values, file, indent=2, ensure_ascii=False)
+        file.write("\n")
+    os.replace(temporary, path)
+
+
+def _read_json(path):
+    with open(path, encoding="utf-8") as file:
+        return json.load(file)
+
+
+@dataclasses.dataclass
+class CrossAttention:
+    """What `Seq2SeqTranslator.cross_attention` returns.
+
+    Args:
+        weights: float32 `[layers, heads, len(target_tokens), len(source_tokens)]`.
+        source_tokens: the pieces of the encoder input (END included).
+        target_tokens: the pieces generated (END included, when reached).
+        translation: the generated text.
+    """
+
+    weights: np.ndarray
+    source_tokens: list
+    target_tokens: list
+    translation: str
+
+
+def _is_text(values):
+    """Whether `values` is a string or a non-empty sequence of strings."""
+    if isinstance(values, (str, bytes)):
+        return True
+    if isinstance(values, (list, tuple)) and values:
+        return all(isinstance(v, (str, bytes)) for v in values)
+    return False
+
+
+@keras.saving.register_keras_serializable(package="keras_tf")
+class Seq2SeqTranslator(keras.Model):
+    """A translator: the backbone, its preprocessor and its decoding settings.
+
+    `fit` takes string pairs (or token ids), `generate` takes strings and
+    returns strings (or ids and returns ids), `score` gives the
+    teacher-forced log-probability of given translations. Load one with
+    `from_preset` and write one with `save_to_preset`.
+
+    Args:
+        backbone: a `Seq2SeqTransformer`. Its last layer is the tied output
+            projection, so it returns logits over the target vocabulary.
+        preprocessor: a `keras_tf.text.Seq2SeqPreprocessor`, or None to work
+            on token ids only (as on a backend without TensorFlow).
+        decoding: the default `keras_tf.decoding.DecodingConfig` of
+            `generate`. Defaults to None: greedy.
+
+    Example:
+        >>> import numpy as np
+        >>> translator = Seq2SeqTranslator.from_preset("transformer_tiny")
+        >>> translator.generate(np.array([[5, 6, 7, 3]]), max_length=4).shape
+        (1, 4)
+    """
+
+    def __init__(self, backbone, preprocessor=None, decoding=None, **kwargs):
+        if not isinstance(backbone, Seq2SeqTransformer):
+            raise TypeError(
+                "Seq2SeqTranslator expects a keras_tf.models.Seq2SeqTransformer backbone; "
+                f"received {type(backbone).__name__}"
+            )
+        decoding = DecodingConfig() if decoding is None else decoding
+        if not isinstance(decoding, DecodingConfig):
+            raise TypeError(
+                "decoding must be a keras_tf.decoding.DecodingConfig; received "
+                f"{type(decoding).__name__}"
+            )
+        decoding.resolve(backbone.config)  # fails now, not at the first generate
+        if preprocessor is not None:
+            c = backbone.config
+            for side in ("source", "target"):
+                size = getattr(preprocessor, f"{side}_vocabulary_size")
+                limit = getattr(c, f"{side}_vocabulary_size")
+                if size > limit:
+                    raise ValueError(
+                        f"The {side} tokenizer has {size} ids but the backbone's "
+                        f"{side}_vocabulary_size is {limit}; build the backbone with the "
+                        "tokenizers' vocabulary sizes"
+                    )
+        super().__init__(**kwargs)
+        self.backbone = backbone
+        self.preprocessor = preprocessor
+        self.decoding = decoding
+
+    @property
+    def config(self):
+        """The backbone's `TransformerConfig`."""
+        return self.backbone.config
+
+    def call(self, inputs, training=None):
+        # logits: [batch, target_length, target_vocabulary], float32
+        return self.backbone(inputs, training=training)
+
+    # --- training ---
+
+    def compile(
+        self,
+        optimizer="auto",
+        loss="auto",
+        metrics="auto",
+        jit_compile=True,
+        **kwargs,
+    ):
+        """`keras.Model.compile` with the translation defaults.
+
+        Args:
+            optimizer: Defaults to `"auto"`: Adam(5e-4, β2 0.98, ε 1e-9).
+            loss: Defaults to `"auto"`: `MaskedSparseCategoricalCrossentropy`
+                with label smoothing 0.1.
+            metrics: Defaults to `"auto"`: `[MaskedTokenAccuracy()]`.
+            jit_compile: Defaults to True (Keras's "auto" resolves to False
+                on CPU-only TensorFlow).
+        """
+        from keras_tf.training.losses import MaskedSparseCategoricalCrossentropy
+        from keras_tf.training.metrics import MaskedTokenAccuracy
+
+        if optimizer == "auto":
+            optimizer = keras.optimizers.Adam(
+                DEFAULT_LEARNING_RATE, beta_1=0.9, beta_2=0.98, epsilon=1e-9
+            )
+        if loss == "auto":
+            loss = MaskedSparseCategoricalCrossentropy(label_smoothing=0.1)
+        if metrics == "auto":
+            metrics = [MaskedTokenAccuracy()]
+        super().compile(
+            optimizer=optimizer, loss=loss, metrics=metrics, jit_compile=jit_compile, **kwargs
+        )
+
+    def _as_dataset(self, x, y, batch_size, shuffle, seed):
+        """String pairs -> a tf.data of preprocessed batches; anything else unchanged."""
+        text_pairs = _is_text(x) and _is_text(y)
+        dataset_of_text = False
+        if not text_pairs and x is not None and y is None:
+            # A tf.data.Dataset means TensorFlow is imported already; without
+            # it, x cannot be one.
+            tf = sys.modules.get("tensorflow")
+            if tf is not None and isinstance(x, tf.data.Dataset):
+                spec = x.element_spec
+                dataset_of_text = (
+                    isinstance(spec, tuple)
+                    and len(spec) == 2
+                    and all(getattr(s, "dtype", None) == tf.string for s in spec)
+                )
+        if not (text_pairs or dataset_of_text):
+            return x, y, batch_size
+        if self.preprocessor is None:
+            raise ValueError(
+                "This translator has no preprocessor, so it cannot read text; pass token "
+                "ids, or build it with tokenizers (Seq2SeqTranslator.from_preset(..., "
+                "tokenizers=...))"
+            )
+        tf = require_tensorflow("Seq2SeqTranslator on text (fit, evaluate, predict)")
+
+        batch_size = batch_size or DEFAULT_BATCH_SIZE
+        if text_pairs:
+            sources = [x] if isinstance(x, (str, bytes)) else list(x)
+            targets = [y] if isinstance(y, (str, bytes)) else list(y)
+            if len(sources) != len(targets):
+                raise ValueError(
+                    f"x and y must have one target per source; received {len(sources)} "
+                    f"sources and {len(targets)} targets"
+                )
+            dataset = tf.data.Dataset.from_tensor_slices((sources, targets))
+            if shuffle:
+                dataset = dataset.shuffle(
+                    len(sources), seed=seed, reshuffle_each_iteration=True
+                )
+            dataset = dataset.batch(batch_size)
+        else:
+            dataset = x
+            if len(dataset.element_spec[0].shape) == 0:  # unbatched pairs
+                dataset = dataset.batch(batch_size)
+        # Padded to the decoding buckets: a few shapes, so a few XLA programs.
+        dataset = dataset.map(
+            lambda sources, targets: self.preprocessor.bucketed(*self.preprocessor(sources, targets)),
+            num_parallel_calls=tf.data.AUTOTUNE,
+        )
+        return dataset.prefetch(tf.data.AUTOTUNE), None, None
+
+    def fit(self, x=None, y=None, batch_size=None, validation_data=None, shuffle=True,
+            seed=None, **kwargs):
+        """`keras.Model.fit` that also takes text.
+
+        Args:
+            x: source strings (with target strings as `y`), a `tf.data`
+                of `(source, target)` string pairs (batched or not), or what
+                `keras.Model.fit` takes: `{"encoder_tokens",
+                "decoder_tokens"}` ids with labels.
+            y: target strings, or labels.
+            batch_size: pairs per batch for text. Defaults to 32.
+            validation_data: the same forms as `(x, y)`, or a `tf.data`.
+            shuffle: shuffle text pairs each epoch. Defaults to True.
+            seed: the seed of that shuffle. Defaults to None.
+            **kwargs: passed to `keras.Model.fit` (`epochs`, `callbacks`, ...).
+
+        Returns:
+            The `History`.
+        """
+        if not self.compiled:
+            self.compile()
+        x, y, batch_size = self._as_dataset(x, y, batch_size, shuffle, seed)
+        if isinstance(validation_data, tuple) and len(validation_data) == 2:
+            valid_x, valid_y, _ = self._as_dataset(*validation_data, batch_size, False, None)
+            validation_data = valid_x if valid_y is None else (valid_x, valid_y)
+        elif validation_data is not None:
+            validation_data, _, _ = self._as_dataset(validation_data, None, batch_size, False, None)
+        if y is None and batch_size is None:
+            # A tf.data input: Keras warns about shuffle=True, which the
+            # dataset has already applied (text pairs) or owns.
+            shuffle = False
+        return super().fit(
+            x, y, batch_size=batch_size, validation_data=validation_data, shuffle=shuffle, **kwargs
+        )
+
+    # --- inference ---
+
+    def _decoding(self, decoding, fields):
+        decoding = self.decoding if decoding is None else decoding
+        return decoding.replace(**fields) if fields else decoding
+
+    def generate(self, inputs, decoding=None, **fields):
+        """Translate strings, or generate target ids from source ids.
+
+        Args:
+            inputs: a string or a list of strings (needs a preprocessor); or
+                int source ids `[batch, S]` padded with 0, END included.
+            decoding: a `DecodingConfig`. Defaults to None: this translator's.
+            **fields: `DecodingConfig` fields that replace those of
+                `decoding`, e.g. `method="beam", beam_size=4`.
+
+        Returns:
+            A string, a list of strings, or int32 numpy ids `[batch,
+            max_length]` (END included, 0 after it), as `inputs` was.
+        """
+        decoding = self._decoding(decoding, fields)
+        if _is_text(inputs) or (isinstance(inputs, (list, tuple)) and not inputs):
+            texts = self._translator(decoding).translate(
+                [inputs] if isinstance(inputs, (str, bytes)) else inputs
+            )
+            return texts[0] if isinstance(inputs, (str, bytes)) else texts
+        from keras_tf.decoding.generate import generate
+
+        return generate(self.backbone, inputs, decoding=decoding).tokens
+
+    def generate_with_scores(self, inputs, decoding=None, **fields):
+        """`generate` for a list of strings that also returns the scores.
+
+        Returns:
+            `keras_tf.serving.Translations(texts, scores)`: scores are the
+            summed log-probabilities (for beam search over the length penalty).
+        """
+        return self._translator(self._decoding(decoding, fields)).translate_with_scores(inputs)
+
+    def _translator(self, decoding):
+        if self.preprocessor is None:
+            raise ValueError(
+                "This translator has no preprocessor, so it cannot read text; pass token "
+                "ids, or build it with tokenizers (Seq2SeqTranslator.from_preset(..., "
+                "tokenizers=...))"
+            )
+        from keras_tf.serving.translator import Translator
+
+        return Translator(self.backbone, self.preprocessor.tokenizers, decoding=decoding)
+
+    def score(self, sources, targets):
+        """The teacher-forced log-probability of each target given its source.
+
+        Args:
+            sources, targets: lists of strings (needs a preprocessor); or
+                `{"encoder_tokens", "decoder_tokens"}` ids and labels `[batch,
+                T]` (0 where there is no token), as the training data holds.
+
+        Returns:
+            float32 numpy `[batch]`: the sum over the target's tokens (END
+            included) of log softmax(logits)[token].
+        """
+        if _is_text(sources) and _is_text(targets):
+            if self.preprocessor is None:
+                raise ValueError("This translator has no preprocessor, so it cannot read text")
+            tf = require_tensorflow("Seq2SeqTranslator.score on text")
+
+            inputs, labels = self.preprocessor(
+                tf.constant(list(sources), tf.string), tf.constant(list(targets), tf.string)
+            )
+        else:
+            inputs, labels = sources, targets
+        logits = self.backbone(inputs, training=False)
+        # log_probs: [batch, T, vocabulary]
+        log_probs = ops.log_softmax(ops.cast(logits, "float32"), axis=-1)
+        labels = ops.cast(ops.convert_to_tensor(labels), "int32")
+        picked = ops.take_along_axis(log_probs, labels[..., None], axis=-1)[..., 0]
+        mask = ops.cast(ops.not_equal(labels, PAD_ID), "float32")
+        return np.asarray(ops.convert_to_numpy(ops.sum(picked * mask, axis=-1)))
+
+    def cross_attention(self, text):
+        """Translate `text` greedily; return the cross-attention behind each generated token.
+
+        A teacher-forced pass over the translation (`backbone.attention_probe`)
+        gives the encoder-decoder attention weights of every decoder layer and
+        head: row t shows where the model looked while generating token t.
+
+        Returns:
+            A `CrossAttention`.
+        """
+        tf = require_tensorflow("Seq2SeqTranslator.cross_attention")
+
+        from keras_tf.models.config import END_ID, START_ID
+
+        preprocessor = self.preprocessor
+        if preprocessor is None:
+            raise ValueError("This translator has no preprocessor, so it cannot read text")
+        # encoder_tokens: [1, S]; generated: [max_length], 0 after END.
+        encoder_tokens = preprocessor.encoder_tokens(preprocessor.source_ids(tf.constant([text])))
+        encoder_tokens = encoder_tokens.numpy()
+        generated = self.generate(encoder_tokens, method="greedy")[0]
+        ends = np.flatnonzero(generated == END_ID)
+        generated = generated[: ends[0] + 1] if len(ends) else generated
+        # Teacher forcing on the model's own output: input t is token t - 1.
+        decoder_tokens = np.concatenate([[START_ID], generated[:-1]]).astype("int32")[None]
+        _, weights = self.backbone.attention_probe(
+            {"encoder_tokens": encoder_tokens, "decoder_tokens": decoder_tokens}
+        )
+        tokenizers = preprocessor.tokenizers
+        # weights: [1, layers, heads, T, S]
+        return CrossAttention(
+            weights=np.asarray(ops.convert_to_numpy(weights), dtype="float32")[0],
+            source_tokens=tokenizers.pieces(encoder_tokens[0], side="source"),
+            target_tokens=tokenizers.pieces(generated, side="target"),
+            translation=preprocessor.detokenize(tf.constant(generated[None])).numpy()[0].decode(),
+        )
+
+    def export(self, model_base_path, *, version=None, decoding=None, xla=False, **fields):
+        """Write a string-in, string-out SavedModel for TF Serving: `keras_tf.serving.export`.
+
+        Returns:
+            The export folder, `<model_base_path>/<version>`.
+        """
+        if self.preprocessor is None:
+            raise ValueError("A translator without a preprocessor cannot be exported as text")
+        from keras_tf.serving.export import export
+
+        return export(
+            self.backbone,
+            self.preprocessor.tokenizers,
+            model_base_path,
+            version=version,
+            decoding=self._decoding(decoding, fields),
+            xla=xla,
+        )
+
+    # --- presets ---
+
+    @classmethod
+    def from_preset(cls, preset, *, tokenizers=None, decoding=None, load_weights=True,
+                    dtype=None, **config_overrides):
+        """A translator from a preset name or a preset directory.
+
+        Args:
+            preset: a name in `keras_tf.models.PRESETS` (an untrained
+                architecture), or a directory written by `save_to_preset` or
+                `keras-tf train --out`.
+            tokenizers: for a named preset, the `Seq2SeqTokenizers` whose
+                vocabulary sizes the model takes. Defaults to None: token ids only.
+            decoding: a `DecodingConfig` replacing the preset's.
+            load_weights: for a directory, load the trained weights.
+                Defaults to True.
+            dtype: a dtype policy for a named preset, e.g. "mixed_bfloat16".
+            **config_overrides: `TransformerConfig` fields for a named preset.
+
+        Returns:
+            A `Seq2SeqTranslator`.
+        """
+        preset = os.fspath(preset)
+        if preset in PRESETS:
+            return cls._from_preset_name(preset, tokenizers, decoding, dtype, config_overrides)
+        if not os.path.isdir(preset):
+            raise ValueError(
+                f"Unknown preset {preset!r}: not a directory, and not one of {sorted(PRESETS)}"
+            )
+        if config_overrides or tokenizers is not None or dtype is not None:
+            given = sorted(config_overrides) + ["tokenizers"] * (tokenizers is not None)
+            given += ["dtype"] * (dtype is not None)
+            raise ValueError(
+                f"A preset directory fixes its model and tokenizers; received {given} for "
+                f"{preset}"
+            )
+        return cls._from_preset_dir(preset, decoding, load_weights)
+
+    @classmethod
+    def _from_preset_name(cls, name, tokenizers, decoding, dtype, overrides):
+        preprocessor = None
+        if tokenizers is not None:
+            from keras_tf.text.preprocessor import Seq2SeqPreprocessor
+
+            overrides = {
+                "source_vocabulary_size": tokenizers.source_vocabulary_size,
+                "target_vocabulary_size": tokenizers.target_vocabulary_size,
+                **overrides,
+            }
+        config = get_preset(name, **overrides)
+        if tokenizers is not None:
+            preprocessor = Seq2SeqPreprocessor(
+                tokenizers, config.max_source_length, config.max_target_length
+            )
+        return cls(Seq2SeqTransformer(config, dtype=dtype), preprocessor, decoding)
+
+    @classmethod
+    def _from_preset_dir(cls, directory, decoding, load_weights):
+        for name in (CONFIG_FILE, MODEL_FILE):
+            if not os.path.isfile(os.path.join(directory, name)):
+                raise ValueError(
+                    f"{directory} is not a keras_tf preset (no {name}); write one with "
+                    "Seq2SeqTranslator.save_to_preset(DIR) or `keras-tf train --out DIR`"
+                )
+        metadata_path = os.path.join(directory, METADATA_FILE)
+        if os.path.isfile(metadata_path):
+            metadata = _read_json(metadata_path)
+            if metadata.get("format_version") != PRESET_FORMAT_VERSION:
+                raise ValueError(
+                    f"{metadata_path}: expected format_version={PRESET_FORMAT_VERSION}; "
+                    f"received format_version={metadata.get('format_version')!r}"
+                )
+        config = TransformerConfig.from_dict(_read_json(os.path.join(directory, CONFIG_FILE)))
+        if load_weights:
+            import keras_tf.training  # noqa: F401  (registers the loss for compiled files)
+
+            try:
+                backbone = keras.models.load_model(
+                    os.path.join(directory, MODEL_FILE), compile=False
+                )
+            except (OSError, ValueError) as error:
+                raise ValueError(f"Cannot load {directory}/{MODEL_FILE}: {error}") from None
+        else:
+            backbone = Seq2SeqTransformer(config)
+        if backbone.config != config:
+            raise ValueError(
+                f"{directory}: {MODEL_FILE} was built with another config than {CONFIG_FILE}"
+            )
+        preprocessor = None
+        if os.path.isfile(os.path.join(directory, TOKENIZERS_DIR, "tokenizers.json")):
+            from keras_tf.text import Seq2SeqTokenizers
+            from keras_tf.text.preprocessor import Seq2SeqPreprocessor
+
+            tokenizers = Seq2SeqTokenizers.load(os.path.join(directory, TOKENIZERS_DIR))
+            preprocessor = Seq2SeqPreprocessor(
+                tokenizers, config.max_source_length, config.max_target_length
+            )
+        if decoding is None and os.path.isfile(os.path.join(directory, DECODING_FILE)):
+            decoding = DecodingConfig.from_dict(_read_json(os.path.join(directory, DECODING_FILE)))
+        return cls(backbone, preprocessor, decoding)
+
+    def save_to_preset(self, directory):
+        """Write this translator to `directory`, which `from_preset` reads back.
+
+        Every file is written under a temporary name and renamed into place.
+        """
+        directory = os.fspath(directory)
+        os.makedirs(directory, exist_ok=True)
+        _write_json(os.path.join(directory, CONFIG_FILE), self.config.to_dict())
+        staging = os.path.join(directory, f".partial-{MODEL_FILE}")
+        self.backbone.save(staging)
+        os.replace(staging, os.path.join(directory, MODEL_FILE))
+        if self.preprocessor is not None:
+            staging = tempfile.mkdtemp(prefix=".partial-tokenizers-", dir=directory)
+            self.preprocessor.tokenizers.save(staging)
+            target = os.path.join(directory, TOKENIZERS_DIR)
+            if os.path.isdir(target):
+                import shutil
+
+                shutil.rmtree(target)
+            os.replace(staging, target)
+        _write_json(os.path.join(directory, DECODING_FILE), self.decoding.to_dict())
+        _write_json(
+            os.path.join(directory, METADATA_FILE),
+            {
+                "format": PRESET_FORMAT,
+                "format_version": PRESET_FORMAT_VERSION,
+                "keras_tf_version": __version__,
+                "keras_version": keras.__version__,
+                "backend": keras.backend.backend(),
+            },
+        )

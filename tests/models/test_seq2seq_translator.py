@@ -1,0 +1,272 @@
+"""Seq2SeqTranslator: fit on strings, generate strings and ids, score, presets, four paths, errors."""
+
+import json
+import os
+import random
+import subprocess
+import sys
+import warnings
+
+import keras
+import numpy as np
+import pytest
+
+from keras_tf.decoding import DecodingConfig
+from keras_tf.models import Seq2SeqTransformer, Seq2SeqTranslator, get_preset
+from keras_tf.models.config import END_ID, PAD_ID
+from keras_tf.text import Seq2SeqTokenizers
+
+# Word-by-word English -> French: transformer_tiny learns it in a few epochs.
+LEXICON = {
+    "red": "rouge", "blue": "bleu", "green": "vert", "cat": "chat", "dog": "chien",
+    "house": "maison", "big": "grand", "small": "petit", "one": "un", "two": "deux",
+    "open": "ouvrir", "save": "sauver", "file": "fichier", "close": "fermer",
+}
+MAX_LENGTH = 16
+BEAM = DecodingConfig(method="beam", beam_size=4)
+TEXTS = ["red cat", "open the file", "two small dogs", "", "save"]
+
+
+def make_pairs(count, seed):
+    rng = random.Random(seed)
+    words = sorted(LEXICON)
+    pairs = []
+    for _ in range(count):
+        english = [rng.choice(words) for _ in range(rng.randint(1, 3))]
+        pairs.append((" ".join(english), " ".join(LEXICON[w] for w in english)))
+    return [s for s, _ in pairs], [t for _, t in pairs]
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """A transformer_tiny translator fitted on strings, with no warning raised."""
+    keras.utils.set_random_seed(7)
+    sources, targets = make_pairs(256, seed=0)
+    tokenizers = Seq2SeqTokenizers.train(sources, targets, vocabulary_size=48)
+    translator = Seq2SeqTranslator.from_preset(
+        "transformer_tiny", tokenizers=tokenizers, decoding=BEAM,
+        max_source_length=MAX_LENGTH, max_target_length=MAX_LENGTH,
+    )
+    # The default Adam(5e-4) suits transformer_small and up; this 32-wide
+    # model learns faster at a higher rate.
+    translator.compile(optimizer=keras.optimizers.Adam(3e-3, beta_2=0.98, epsilon=1e-9))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        history = translator.fit(sources, targets, batch_size=16, epochs=24, seed=0, verbose=0)
+        held_out = make_pairs(40, seed=1)
+        hypotheses = translator.generate(held_out[0])
+    directory = str(tmp_path_factory.mktemp("preset") / "translator")
+    translator.save_to_preset(directory)
+    return {
+        "translator": translator,
+        "history": history.history,
+        "held_out": held_out,
+        "hypotheses": hypotheses,
+        "directory": directory,
+    }
+
+
+def test_fit_on_strings_learns_the_lexicon(trained):
+    loss = trained["history"]["loss"]
+    assert loss[-1] < 0.5 * loss[0], loss
+    _, references = trained["held_out"]
+    exact = np.mean([h == r for h, r in zip(trained["hypotheses"], references)])
+    assert exact >= 0.6, list(zip(trained["hypotheses"], references))
+
+
+def test_generate_on_ids_gives_the_ids_of_the_strings(trained):
+    translator = trained["translator"]
+    preprocessor = translator.preprocessor
+    import tensorflow as tf
+
+    sources = trained["held_out"][0][:8]
+    encoder_tokens = preprocessor.encoder_tokens(preprocessor.source_ids(tf.constant(sources)))
+    ids = translator.generate(encoder_tokens.numpy())
+    assert ids.dtype == np.int32 and ids.shape == (8, MAX_LENGTH)
+    strings = [s.decode() for s in preprocessor.detokenize(tf.constant(ids)).numpy()]
+    assert strings == translator.generate(sources)
+    # A single string in, a single string out.
+    assert translator.generate(sources[0]) == strings[0]
+
+
+def test_decoding_fields_override_per_call(trained):
+    translator = trained["translator"]
+    sources = trained["held_out"][0][:6]
+    greedy = translator.generate(sources, method="greedy")
+    assert greedy == translator.generate(sources, decoding=DecodingConfig())
+    # beam 1 is greedy search, whatever the length penalty
+    assert greedy == translator.generate(sources, beam_size=1, length_penalty=2.0)
+    cut = translator.generate_with_scores(sources, max_length=2)
+    assert all(len(t.split()) <= 2 for t in cut.texts)
+
+
+def test_score_is_the_sum_of_teacher_forced_log_softmax(trained):
+    translator = trained["translator"]
+    sources, targets = make_pairs(6, seed=2)
+    scores = translator.score(sources, targets)
+    import tensorflow as tf
+
+    inputs, labels = translator.preprocessor(tf.constant(sources), tf.constant(targets))
+    logits = keras.ops.convert_to_numpy(translator.backbone(inputs)).astype("float64")
+    top = logits.max(-1, keepdims=True)
+    log_probs = logits - top - np.log(np.exp(logits - top).sum(-1, keepdims=True))
+    labels = labels.numpy()
+    expected = [
+        sum(log_probs[b, t, labels[b, t]] for t in range(labels.shape[1]) if labels[b, t] != PAD_ID)
+        for b in range(len(sources))
+    ]
+    np.testing.assert_allclose(scores, expected, rtol=1e-5, atol=1e-5)
+    # Each label row ends with END: the score counts it.
+    assert all(END_ID in row for row in labels)
+    # A wrong translation scores lower than the right one.
+    wrong = translator.score(sources, [t + " rouge rouge" for t in targets])
+    assert np.all(wrong < scores)
+
+
+def test_greedy_score_equals_the_score_of_its_own_output(trained):
+    translator = trained["translator"]
+    sources = trained["held_out"][0][:6]
+    greedy = translator.generate_with_scores(sources, method="greedy")
+    np.testing.assert_allclose(
+        translator.score(sources, greedy.texts), greedy.scores, rtol=1e-4, atol=1e-4
+    )
+
+
+def test_fit_takes_a_dataset_of_string_pairs_and_token_ids(trained):
+    import tensorflow as tf
+
+    # A copy: the shared translator stays as its preset was saved.
+    translator = Seq2SeqTranslator.from_preset(trained["directory"])
+    sources, targets = make_pairs(64, seed=3)
+    before = translator.score(sources, targets).sum()
+    dataset = tf.data.Dataset.from_tensor_slices((sources, targets))  # unbatched pairs
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        history = translator.fit(dataset, epochs=1, verbose=0)
+    assert len(history.history["loss"]) == 1
+    inputs, labels = translator.preprocessor.bucketed(
+        *translator.preprocessor(tf.constant(sources), tf.constant(targets))
+    )
+    ids = {k: v.numpy() for k, v in inputs.items()}
+    history = translator.fit(ids, labels.numpy(), batch_size=32, epochs=1, verbose=0)
+    assert np.isfinite(history.history["loss"][0])
+    # Two more epochs on these pairs: they are likelier than before.
+    assert translator.score(sources, targets).sum() > before
+
+
+def test_from_preset_name_builds_the_untrained_architecture():
+    tokenizers = Seq2SeqTokenizers.train(*make_pairs(64, seed=4), vocabulary_size=40)
+    translator = Seq2SeqTranslator.from_preset("transformer_small", tokenizers=tokenizers)
+    assert translator.config == get_preset(
+        "transformer_small", source_vocabulary_size=40, target_vocabulary_size=40
+    )
+    ids_only = Seq2SeqTranslator.from_preset("transformer_tiny", d_model=64)
+    assert ids_only.preprocessor is None and ids_only.config.d_model == 64
+    out = ids_only.generate(np.array([[5, 6, 7, END_ID]]), max_length=5)
+    assert out.shape == (1, 5)
+    with pytest.raises(ValueError, match="cannot read text"):
+        ids_only.generate(["red cat"])
+
+
+def test_save_to_preset_round_trip_gives_equal_outputs(trained, tmp_path):
+    translator = trained["translator"]
+    reloaded = Seq2SeqTranslator.from_preset(trained["directory"])
+    assert reloaded.config == translator.config
+    assert reloaded.decoding == translator.decoding
+    sources, targets = make_pairs(8, seed=5)
+    np.testing.assert_array_equal(reloaded.score(sources, targets), translator.score(sources, targets))
+    assert reloaded.generate(sources) == translator.generate(sources)
+    # Saving again over a preset replaces it whole.
+    reloaded.save_to_preset(trained["directory"])
+    assert sorted(os.listdir(trained["directory"])) == [
+        "config.json", "decoding.json", "metadata.json", "model.keras", "tokenizers"
+    ]
+
+
+def test_a_previous_release_model_directory_loads(trained, tmp_path):
+    """`keras-tf train` of the first release wrote config.json, model.keras and tokenizers/ only."""
+    translator = trained["translator"]
+    directory = tmp_path / "old"
+    directory.mkdir()
+    (directory / "config.json").write_text(json.dumps(translator.config.to_dict()))
+    translator.backbone.save(str(directory / "model.keras"))
+    translator.preprocessor.tokenizers.save(str(directory / "tokenizers"))
+    old = Seq2SeqTranslator.from_preset(str(directory))
+    assert old.decoding == DecodingConfig()  # no decoding.json: greedy
+    sources = trained["held_out"][0][:5]
+    assert old.generate(sources) == translator.generate(sources, method="greedy")
+
+
+def test_bad_presets_get_one_clear_error(trained, tmp_path):
+    with pytest.raises(ValueError, match="Unknown preset 'transformer_huge': not a directory"):
+        Seq2SeqTranslator.from_preset("transformer_huge")
+    with pytest.raises(ValueError, match=r"is not a keras_tf preset \(no config.json\)"):
+        Seq2SeqTranslator.from_preset(str(tmp_path))
+    with pytest.raises(ValueError, match=r"fixes its model and tokenizers; received \['d_model'\]"):
+        Seq2SeqTranslator.from_preset(trained["directory"], d_model=64)
+    metadata = tmp_path / "future"
+    metadata.mkdir()
+    for name in ("config.json", "model.keras"):
+        (metadata / name).write_bytes(open(os.path.join(trained["directory"], name), "rb").read())
+    (metadata / "metadata.json").write_text(json.dumps({"format_version": 99}))
+    with pytest.raises(ValueError, match="expected format_version=1; received format_version=99"):
+        Seq2SeqTranslator.from_preset(str(metadata))
+    with pytest.raises(ValueError, match="one target per source; received 2 sources and 1 targets"):
+        trained["translator"].fit(["red", "blue"], ["rouge"], epochs=1, verbose=0)
+    small = Seq2SeqTransformer(get_preset("transformer_tiny", source_vocabulary_size=8))
+    with pytest.raises(ValueError, match="source tokenizer has 48 ids but the backbone's"):
+        Seq2SeqTranslator(small, trained["translator"].preprocessor)
+    with pytest.raises(ValueError, match="max_length=65 is beyond the model's positional range"):
+        Seq2SeqTranslator(small, decoding=DecodingConfig(max_length=65))
+
+
+_FRESH_PRESET = """
+import json, sys
+from keras_tf.models import Seq2SeqTranslator
+translator = Seq2SeqTranslator.from_preset(sys.argv[1])
+print(json.dumps({"texts": translator.generate(json.loads(sys.argv[2])),
+                  "modules": sorted(m for m in sys.modules if m.startswith("keras_tf"))}))
+"""
+
+_FRESH_SAVED_MODEL = """
+import json, sys
+import tensorflow as tf
+import tensorflow_text  # noqa: F401  (registers the TF-Text ops)
+loaded = tf.saved_model.load(sys.argv[1])
+out = loaded.signatures["serving_default"](text=tf.constant(json.loads(sys.argv[2])))
+print(json.dumps({"texts": [t.decode() for t in out["translation"].numpy()],
+                  "keras_tf": any(m.startswith(("keras_tf", "keras_hub")) for m in sys.modules)}))
+"""
+
+
+def _run(command, stdin=None):
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONWARNINGS="error::UserWarning")
+    result = subprocess.run(
+        command, input=stdin, capture_output=True, text=True, env=env, timeout=300
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result
+
+
+def test_four_paths_give_the_same_strings(trained, tmp_path):
+    """generate, from_preset in a fresh process, `keras-tf translate`, the SavedModel."""
+    translator = trained["translator"]
+    expected = translator.generate(TEXTS)
+    assert expected[3] == ""  # the empty source
+    directory = trained["directory"]
+
+    fresh = json.loads(_run([sys.executable, "-c", _FRESH_PRESET, directory, json.dumps(TEXTS)]).stdout)
+    assert fresh["texts"] == expected
+    assert "keras_tf.cli" not in fresh["modules"]
+
+    from tests.cli.conftest import keras_tf_command
+
+    cli = _run(keras_tf_command() + ["translate", "--model", directory, "--beam-size", "4"],
+               stdin="".join(t + "\n" for t in TEXTS))
+    assert cli.stdout.split("\n")[: len(TEXTS)] == expected
+
+    export_dir = translator.export(str(tmp_path / "translator"))
+    served = json.loads(
+        _run([sys.executable, "-c", _FRESH_SAVED_MODEL, export_dir, json.dumps(TEXTS)]).stdout
+    )
+    assert served == {"texts": expected, "keras_tf": False}
