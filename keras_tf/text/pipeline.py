@@ -380,20 +380,25 @@ def make_dataset_by_epoch(
         bucketing, bucket_boundaries, pad_to_bucket_boundary,
     )
     count = len(corpus)
-    # Every pair at once: columns [pairs, (tokens)] (ragged) and [pairs].
+    # Every pair at once: (encoder, decoder, labels) ragged [pairs, (tokens)],
+    # kept as flat values and row starts; (source_len, target_len, bucket) [pairs].
     columns = next(iter(batching.tokenized(corpus, tokenizers).ragged_batch(max(count, 1))))
-    batching.count(*(np.asarray(column) for column in columns[3:]))
+    tokens = [(column.flat_values, column.row_splits) for column in columns[:3]]
+    lengths = columns[3:]
+    batching.count(*(np.asarray(column) for column in lengths))
+
+    def pair(index):
+        return (
+            *(values[splits[index] : splits[index + 1]] for values, splits in tokens),
+            *(column[index] for column in lengths),
+        )
 
     def epoch_batches(epoch):
         order = tf.random.experimental.stateless_shuffle(
-            tf.range(count), seed=tf.stack([tf.constant(seed, tf.int64), tf.cast(epoch, tf.int64)])
+            tf.range(count, dtype=tf.int64),
+            seed=tf.stack([tf.constant(seed, tf.int64), tf.cast(epoch, tf.int64)]),
         )
-        pairs = tf.data.Dataset.from_tensor_slices(
-            tuple(tf.gather(column, order) for column in columns)
-        )
-        # Rows of ragged columns are ragged tensors of rank 1; a map makes
-        # them plain tensors, which padded_batch requires.
-        return batching.batched(pairs.map(lambda *row: row))
+        return batching.batched(tf.data.Dataset.from_tensor_slices(order).map(pair))
 
     return epoch_batches
 
