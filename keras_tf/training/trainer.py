@@ -320,11 +320,11 @@ def _make_optimizer(config, learning_rate, warmup_steps, mixed_precision):
 # --- input data ---
 
 
-def _check_numpy(data, batch_size, name):
+def _check_numpy(data, batch_size, name, forms="a tf.data.Dataset"):
     """The `(inputs dict, labels)` numpy pair `data`, checked; its example count."""
     if not (isinstance(data, (tuple, list)) and len(data) == 2):
         raise TypeError(
-            f"{name} must be a tf.data.Dataset or a pair (inputs dict, labels) of "
+            f"{name} must be {forms} or a pair (inputs dict, labels) of "
             f"numpy arrays; received {type(data).__name__}"
         )
     if not isinstance(batch_size, int) or batch_size < 1:
@@ -400,7 +400,10 @@ class _TrainingBatches:
             self.steps_per_epoch = steps_per_epoch or self.pass_steps
             self.element_spec = first.element_spec
         else:
-            count = _check_numpy(data, batch_size, "train_data")
+            count = _check_numpy(
+                data, batch_size, "train_data",
+                forms="a tf.data.Dataset, a function epoch -> tf.data.Dataset",
+            )
             if steps_per_epoch is not None:
                 raise ValueError(
                     "steps_per_epoch applies to a tf.data.Dataset; numpy train_data is "
