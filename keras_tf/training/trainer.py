@@ -620,14 +620,15 @@ def _write_curves(logs_dir, rows, append=False):
 def _build_metrics(model, element_spec):
     """Create the compiled metrics' variables, which Keras otherwise makes in the first step.
 
-    Their sums can then be restored before that step. One update on a
+    Their sums can then be restored before that step. One update with a
     one-token batch of padding (which the masked metrics ignore), then a reset.
     """
     def zeros(spec):
-        return tf.zeros([1 if size is None else size for size in spec.shape], spec.dtype)
+        return tf.zeros([1] * len(spec.shape), spec.dtype)
 
     inputs, labels = tree.map_structure(zeros, element_spec)
-    model.compute_metrics(inputs, labels, model(inputs), sample_weight=None)
+    logits = tf.zeros([1, 1, model.outputs[0].shape[-1]])  # [batch, target_len, vocabulary]
+    model.compute_metrics(inputs, labels, logits, sample_weight=None)
     model.reset_metrics()
 
 
