@@ -29,7 +29,6 @@ import json
 import logging
 import math
 import os
-import shutil
 import time
 
 import keras
