@@ -18,6 +18,7 @@ MODULES = [
     "keras_tf.training.metrics",
     "keras_tf.training.schedules",
     "keras_tf.training.reverse_task",
+    "keras_tf.training.distribute",
     "keras_tf.decoding.compile",
     "keras_tf.tensorflow_import",
 ]

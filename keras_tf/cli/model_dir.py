@@ -5,12 +5,12 @@
       tokenizers/    Seq2SeqTokenizers.save                         (this module)
       config.json    the TransformerConfig                          (keras_tf.training.train)
       model.keras    the best model so far on the validation loss   (train)
-      backup/        the last finished epoch, for resuming          (train)
+      backup/        the training state at the last backup, for resuming (train)
       history.csv    one row per finished epoch                     (train)
       logs/          TensorBoard summaries (train)
 
 Running `train_model_dir` again on the same directory reuses its tokenizers
-and resumes from `backup/`; options that would change the model or its
+and resumes from `backup/` at the next unseen batch; options that would change the model or its
 vocabulary must be the same as the first time.
 """
 
@@ -167,6 +167,7 @@ def train_model_dir(
     seed=0,
     mixed_precision=None,
     strategy="default",
+    backup_every=None,
     verbose="auto",
 ):
     """Learn tokenizers, then train a preset with `keras_tf.training.train`; resume if begun.
@@ -192,13 +193,15 @@ def train_model_dir(
         seed: seeds the weights and the shuffle.
         mixed_precision: None, `"mixed_bfloat16"` or `"mixed_float16"`.
         strategy: `"default"`, `"mirrored"` or `"multi-worker"`.
+        backup_every: back up every this many steps; None (default): every
+            `keras_tf.training.trainer.BACKUP_INTERVAL_S` seconds.
         verbose: passed to `model.fit`.
 
     Returns:
         `(model, history)` from `keras_tf.training.train`.
     """
     from keras_tf.models import get_preset
-    from keras_tf.text import make_dataset
+    from keras_tf.text import make_dataset, make_dataset_by_epoch
     from keras_tf.training.distribute import is_chief, make_strategy
     from keras_tf.training.trainer import train
 
@@ -244,9 +247,10 @@ def train_model_dir(
         max_target_length=max_length,
         bucket_boundaries=bucket_boundaries(max_length),
     )
-    train_set = make_dataset(train_corpus, tokenizers, seed=seed, **data_options)
-    if steps is not None:
-        train_set = train_set.repeat()
+    # Epoch e's batches depend on (seed, e) alone: a resumed run reads the
+    # batches an uninterrupted one would. With `steps`, epochs of the data
+    # follow each other whatever the steps per epoch.
+    train_set = make_dataset_by_epoch(train_corpus, tokenizers, seed=seed, **data_options)
     valid_set = None
     if valid_corpus is not None:
         valid_set = make_dataset(valid_corpus, tokenizers, shuffle=False, **data_options)
@@ -263,6 +267,7 @@ def train_model_dir(
         mixed_precision=mixed_precision,
         warmup_steps=warmup_steps,
         seed=seed,
+        backup_every=backup_every,
         verbose=verbose,
     )
 

@@ -6,10 +6,12 @@ Each line of a TSV file is `source<TAB>target`, UTF-8. The command learns a
 shared SentencePiece (or WordPiece) vocabulary from the training file, then
 trains with `keras_tf.training.train`: `model.fit` with `jit_compile=True`,
 the best model on the validation loss in DIR/model.keras, TerminateOnNaN,
-a backup of every finished epoch in DIR/backup (a killed run resumes from
-it when the same command is run again) and TensorBoard logs in DIR/logs. DIR also gets the tokenizers, the model
-config and options.json: all that `evaluate`, `translate`, `export` and
-`attention` need.
+a backup in DIR/backup at every epoch end and every `--backup-every` steps
+(by default every 5 minutes), and TensorBoard logs in DIR/logs. A killed run
+resumes from the backup, at the next unseen batch, when the same command is
+run again, and ends as the uninterrupted run would have. DIR also gets the
+tokenizers, the model config and options.json: all that `evaluate`,
+`translate`, `export` and `attention` need.
 """
 
 import sys
@@ -72,6 +74,11 @@ def add_arguments(parser):
         "(GPUs, with loss scaling); variables stay float32",
     )
     parser.add_argument(
+        "--backup-every", type=int_in_range(1), metavar="N",
+        help="back up the training state every N steps, besides each epoch end; "
+        "default: every 5 minutes of training",
+    )
+    parser.add_argument(
         "--strategy", choices=STRATEGIES, default="default",
         help="tf.distribute: default (one device), mirrored (local GPUs), "
         "multi-worker (the cluster in TF_CONFIG)",
@@ -115,6 +122,7 @@ def run(args):
         seed=args.seed,
         mixed_precision=mixed_precision,
         strategy=args.strategy,
+        backup_every=args.backup_every,
         # A progress bar in a terminal, one line per epoch in a log file.
         verbose="auto" if sys.stdout.isatty() else 2,
     )

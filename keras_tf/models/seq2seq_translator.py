@@ -11,8 +11,8 @@ The keras-hub task shape (`keras_hub.models.BartSeq2SeqLM` and friends):
 A preset directory holds (the files `keras-tf train --out DIR` writes too,
 so every model directory of the command line is a preset):
 
-    config.json      the TransformerConfig
-    model.keras      the backbone, weights included
+    model.keras      the backbone, weights and TransformerConfig included
+    config.json      the TransformerConfig, readable without Keras (optional)
     tokenizers/      Seq2SeqTokenizers.save (optional: without it the
                      translator takes and returns token ids)
     decoding.json    the DecodingConfig (optional: greedy)
@@ -426,8 +426,8 @@ class Seq2SeqTranslator(keras.Model):
             tokenizers: for a named preset, the `Seq2SeqTokenizers` whose
                 vocabulary sizes the model takes. Defaults to None: token ids only.
             decoding: a `DecodingConfig` replacing the preset's.
-            load_weights: for a directory, load the trained weights.
-                Defaults to True.
+            load_weights: for a directory, keep the trained weights; False
+                gives the same architecture with fresh weights. Defaults to True.
             dtype: a dtype policy for a named preset, e.g. "mixed_bfloat16".
             **config_overrides: `TransformerConfig` fields for a named preset.
 
@@ -470,12 +470,11 @@ class Seq2SeqTranslator(keras.Model):
 
     @classmethod
     def _from_preset_dir(cls, directory, decoding, load_weights):
-        for name in (CONFIG_FILE, MODEL_FILE):
-            if not os.path.isfile(os.path.join(directory, name)):
-                raise ValueError(
-                    f"{directory} is not a keras_tf preset (no {name}); write one with "
-                    "Seq2SeqTranslator.save_to_preset(DIR) or `keras-tf train --out DIR`"
-                )
+        if not os.path.isfile(os.path.join(directory, MODEL_FILE)):
+            raise ValueError(
+                f"{directory} is not a keras_tf preset (no {MODEL_FILE}); write one with "
+                "Seq2SeqTranslator.save_to_preset(DIR) or `keras-tf train --out DIR`"
+            )
         metadata_path = os.path.join(directory, METADATA_FILE)
         if os.path.isfile(metadata_path):
             metadata = _read_json(metadata_path)
@@ -484,22 +483,26 @@ class Seq2SeqTranslator(keras.Model):
                     f"{metadata_path}: expected format_version={PRESET_FORMAT_VERSION}; "
                     f"received format_version={metadata.get('format_version')!r}"
                 )
-        config = TransformerConfig.from_dict(_read_json(os.path.join(directory, CONFIG_FILE)))
-        if load_weights:
-            import keras_tf.training  # noqa: F401  (registers the loss for compiled files)
+        import keras_tf.training  # noqa: F401  (registers the loss for compiled files)
 
-            try:
-                backbone = keras.models.load_model(
-                    os.path.join(directory, MODEL_FILE), compile=False
-                )
-            except (OSError, ValueError) as error:
-                raise ValueError(f"Cannot load {directory}/{MODEL_FILE}: {error}") from None
-        else:
-            backbone = Seq2SeqTransformer(config)
-        if backbone.config != config:
+        try:
+            backbone = keras.models.load_model(os.path.join(directory, MODEL_FILE), compile=False)
+        except (OSError, ValueError) as error:
+            raise ValueError(f"Cannot load {directory}/{MODEL_FILE}: {error}") from None
+        if not isinstance(backbone, Seq2SeqTransformer):
             raise ValueError(
-                f"{directory}: {MODEL_FILE} was built with another config than {CONFIG_FILE}"
+                f"{directory}/{MODEL_FILE} holds a {type(backbone).__name__}, not a "
+                "keras_tf Seq2SeqTransformer"
             )
+        config = backbone.config
+        config_path = os.path.join(directory, CONFIG_FILE)
+        if os.path.isfile(config_path):
+            if TransformerConfig.from_dict(_read_json(config_path)) != config:
+                raise ValueError(
+                    f"{directory}: {MODEL_FILE} was built with another config than {CONFIG_FILE}"
+                )
+        if not load_weights:
+            backbone = Seq2SeqTransformer(config)
         preprocessor = None
         if os.path.isfile(os.path.join(directory, TOKENIZERS_DIR, "tokenizers.json")):
             from keras_tf.text import Seq2SeqTokenizers

@@ -30,6 +30,7 @@ from keras_tf.text.pipeline import (
     frame_source,
     frame_target,
     make_dataset,
+    make_dataset_by_epoch,
     overlong_stats,
     padding_fraction,
 )
@@ -50,6 +51,7 @@ __all__ = [
     "frame_source",
     "frame_target",
     "make_dataset",
+    "make_dataset_by_epoch",
     "overlong_stats",
     "padding_fraction",
     "read_aligned",

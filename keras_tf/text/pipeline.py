@@ -283,7 +283,9 @@ def make_dataset(
     last batch of each bucket may be smaller than `batch_size`.
 
     For a fixed `seed` (and global seed, `tf.random.set_seed`) the sequence
-    of batches is the same from run to run, epoch by epoch.
+    of batches is the same from run to run, epoch by epoch. To rebuild the
+    batches of any one epoch in another process (to resume training exactly),
+    use `make_dataset_by_epoch`.
 
     Args:
         corpus: a `ParallelCorpus` (see `keras_tf.text.corpora`).
@@ -321,109 +323,217 @@ def make_dataset(
         >>> features["encoder_tokens"].shape
         TensorShape([4, 8])
     """
-    if not isinstance(corpus, ParallelCorpus):
-        raise TypeError(
-            "make_dataset expects a ParallelCorpus (read a tf.data.Dataset of pairs "
-            f"with keras_tf.text.read_dataset); received {type(corpus).__name__}"
-        )
-    _check_overlong(overlong)
-    _check_max_length("max_source_length", max_source_length)
-    _check_max_length("max_target_length", max_target_length)
-    if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
-        raise ValueError(
-            f"batch_size must be a positive integer; received batch_size={batch_size!r}"
-        )
-    max_length = max(max_source_length, max_target_length)
-    if bucket_boundaries is None:
-        bucket_boundaries = default_bucket_boundaries(max_length)
-    bucket_boundaries = list(bucket_boundaries)
-    if (
-        not bucket_boundaries
-        or bucket_boundaries != sorted(set(bucket_boundaries))
-        or bucket_boundaries[0] < 1
-    ):
-        raise ValueError(
-            "bucket_boundaries must be strictly increasing positive integers; "
-            f"received bucket_boundaries={bucket_boundaries!r}"
-        )
-    if bucket_boundaries[-1] < max_length:
-        # The last bucket holds everything up to the maximum length.
-        bucket_boundaries.append(max_length)
-
-    if not bucketing:
-        bucket_boundaries = [max_length]
-    tokenized = _tokenized(
-        corpus, tokenizers, max_source_length, max_target_length, bucket_boundaries
-    ).cache()
+    batching = _Batching.checked(
+        corpus, batch_size, max_source_length, max_target_length, overlong,
+        bucketing, bucket_boundaries, pad_to_bucket_boundary,
+    )
+    tokenized = batching.tokenized(corpus, tokenizers).cache()
     # This pass fills the cache, so the first epoch does not tokenize again.
-    source_len, target_len, buckets = _pair_lengths(tokenized)
-    stats = _count_overlong(source_len, target_len, max_source_length, max_target_length, overlong)
-    (logger.warning if stats.overlong else logger.info)("%s", stats)
-    # The number of batches per epoch does not depend on the shuffle: each
-    # bucket of n pairs gives ceil(n / batch_size) batches.
-    if overlong == "filter":
-        source_over, target_over = _overlong(
-            source_len, target_len, max_source_length, max_target_length
-        )
-        buckets = buckets[~(source_over | target_over)]
-    batches = int(sum(-(-count // batch_size) for count in np.bincount(buckets)))
-
+    batching.count(*_pair_lengths(tokenized))
     dataset = tokenized
     if shuffle:
         dataset = dataset.shuffle(max(len(corpus), 1), seed=seed, reshuffle_each_iteration=True)
-    if overlong == "filter":
-        dataset = dataset.filter(
-            lambda encoder, decoder, labels, source_len, target_len, bucket: (
-                source_len < max_source_length
+    return batching.batched(dataset)
+
+
+def make_dataset_by_epoch(
+    corpus,
+    tokenizers,
+    *,
+    batch_size,
+    max_source_length,
+    max_target_length,
+    overlong="truncate",
+    bucketing=True,
+    bucket_boundaries=None,
+    pad_to_bucket_boundary=True,
+    seed=0,
+):
+    """`make_dataset`'s batches as a function of the epoch: `epoch -> tf.data.Dataset`.
+
+    Epoch `e` shuffles the pairs with a permutation drawn from `(seed, e)`
+    alone (`tf.random.experimental.stateless_shuffle`), so its batches do not
+    depend on what the process read before: another process rebuilds them
+    exactly. `keras_tf.training.train` uses this to resume a killed run at
+    the next unseen batch, in the order an uninterrupted run would have read.
+
+    The corpus is tokenized once, when this function runs, and kept in
+    memory as tensors. The arguments are `make_dataset`'s.
+
+    Returns:
+        A function of an int64 scalar (a Python int or a tensor, so it can be
+        called inside `tf.data.Dataset.flat_map`) returning one epoch's
+        batches, as `make_dataset` yields them, with a known cardinality.
+
+    Example:
+        >>> from keras_tf.text import ParallelCorpus, Seq2SeqTokenizers
+        >>> corpus = ParallelCorpus(["a cat", "a dog"] * 8, ["un chat", "un chien"] * 8)
+        >>> tokenizers = Seq2SeqTokenizers.train(corpus.sources, corpus.targets,
+        ...     vocabulary_size=16)
+        >>> epoch_batches = make_dataset_by_epoch(corpus, tokenizers, batch_size=4,
+        ...     max_source_length=8, max_target_length=8)
+        >>> int(epoch_batches(3).cardinality())
+        4
+    """
+    batching = _Batching.checked(
+        corpus, batch_size, max_source_length, max_target_length, overlong,
+        bucketing, bucket_boundaries, pad_to_bucket_boundary,
+    )
+    count = len(corpus)
+    # Every pair at once: (encoder, decoder, labels) ragged [pairs, (tokens)],
+    # kept as flat values and row starts; (source_len, target_len, bucket) [pairs].
+    columns = next(iter(batching.tokenized(corpus, tokenizers).ragged_batch(max(count, 1))))
+    tokens = [(column.flat_values, column.row_splits) for column in columns[:3]]
+    lengths = columns[3:]
+    batching.count(*(np.asarray(column) for column in lengths))
+
+    def pair(index):
+        return (
+            *(values[splits[index] : splits[index + 1]] for values, splits in tokens),
+            *(column[index] for column in lengths),
+        )
+
+    def epoch_batches(epoch):
+        order = tf.random.experimental.stateless_shuffle(
+            tf.range(count, dtype=tf.int64),
+            seed=tf.stack([tf.constant(seed, tf.int64), tf.cast(epoch, tf.int64)]),
+        )
+        return batching.batched(tf.data.Dataset.from_tensor_slices(order).map(pair))
+
+    return epoch_batches
+
+
+@dataclasses.dataclass
+class _Batching:
+    """The checked options of `make_dataset`, and the stages they configure."""
+
+    batch_size: int
+    max_source_length: int
+    max_target_length: int
+    overlong: str
+    bucketing: bool
+    bucket_boundaries: list
+    pad_to_bucket_boundary: bool
+    batches: int = 0
+
+    @classmethod
+    def checked(cls, corpus, batch_size, max_source_length, max_target_length, overlong,
+                bucketing, bucket_boundaries, pad_to_bucket_boundary):
+        if not isinstance(corpus, ParallelCorpus):
+            raise TypeError(
+                "make_dataset expects a ParallelCorpus (read a tf.data.Dataset of pairs "
+                f"with keras_tf.text.read_dataset); received {type(corpus).__name__}"
             )
-            & (target_len < max_target_length)
-        )
-    # Elements stay flat tuples (encoder, decoder, labels, source_len,
-    # target_len, bucket) until batched: one map per batch, not per pair,
-    # builds the model's input dict.
-    def padded_shapes(source_bound, target_bound):
-        if not pad_to_bucket_boundary:
-            return None
-        # Shapes as int64 vectors, which may be tensors computed per bucket.
-        source_shape = tf.reshape(tf.cast(source_bound, tf.int64), [1])
-        target_shape = tf.reshape(tf.cast(target_bound, tf.int64), [1])
-        return (source_shape, target_shape, target_shape, [], [], [])
+        _check_overlong(overlong)
+        _check_max_length("max_source_length", max_source_length)
+        _check_max_length("max_target_length", max_target_length)
+        if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
+            raise ValueError(
+                f"batch_size must be a positive integer; received batch_size={batch_size!r}"
+            )
+        max_length = max(max_source_length, max_target_length)
+        if bucket_boundaries is None:
+            bucket_boundaries = default_bucket_boundaries(max_length)
+        bucket_boundaries = list(bucket_boundaries)
+        if (
+            not bucket_boundaries
+            or bucket_boundaries != sorted(set(bucket_boundaries))
+            or bucket_boundaries[0] < 1
+        ):
+            raise ValueError(
+                "bucket_boundaries must be strictly increasing positive integers; "
+                f"received bucket_boundaries={bucket_boundaries!r}"
+            )
+        if bucket_boundaries[-1] < max_length:
+            # The last bucket holds everything up to the maximum length.
+            bucket_boundaries.append(max_length)
 
-    padding_values = (PAD_ID, PAD_ID, PAD_ID, 0, 0, tf.constant(0, tf.int64))
-    if not bucketing:
-        dataset = dataset.padded_batch(
-            batch_size,
-            padded_shapes=padded_shapes(max_source_length, max_target_length),
-            padding_values=padding_values,
-        )
-    else:
-        boundaries = tf.constant(bucket_boundaries, tf.int32)
+        if not bucketing:
+            bucket_boundaries = [max_length]
+        return cls(batch_size, max_source_length, max_target_length, overlong, bucketing,
+                   bucket_boundaries, pad_to_bucket_boundary)
 
-        def batch_bucket(key, window):
-            bound = tf.cast(tf.gather(boundaries, key), tf.int64)
-            return window.padded_batch(
+    def tokenized(self, corpus, tokenizers):
+        return _tokenized(
+            corpus, tokenizers, self.max_source_length, self.max_target_length,
+            self.bucket_boundaries,
+        )
+
+    def count(self, source_len, target_len, buckets):
+        """Log the over-long pairs; set `batches`, the number of batches per epoch."""
+        stats = _count_overlong(
+            source_len, target_len, self.max_source_length, self.max_target_length,
+            self.overlong,
+        )
+        (logger.warning if stats.overlong else logger.info)("%s", stats)
+        # The number of batches per epoch does not depend on the shuffle: each
+        # bucket of n pairs gives ceil(n / batch_size) batches.
+        if self.overlong == "filter":
+            source_over, target_over = _overlong(
+                source_len, target_len, self.max_source_length, self.max_target_length
+            )
+            buckets = buckets[~(source_over | target_over)]
+        self.batches = int(
+            sum(-(-count // self.batch_size) for count in np.bincount(buckets))
+        )
+
+    def batched(self, dataset):
+        """Tokenized pairs, in the order to read them, to padded model batches."""
+        max_source_length, max_target_length = self.max_source_length, self.max_target_length
+        batch_size, pad_to_bucket_boundary = self.batch_size, self.pad_to_bucket_boundary
+        if self.overlong == "filter":
+            dataset = dataset.filter(
+                lambda encoder, decoder, labels, source_len, target_len, bucket: (
+                    source_len < max_source_length
+                )
+                & (target_len < max_target_length)
+            )
+        # Elements stay flat tuples (encoder, decoder, labels, source_len,
+        # target_len, bucket) until batched: one map per batch, not per pair,
+        # builds the model's input dict.
+        def padded_shapes(source_bound, target_bound):
+            if not pad_to_bucket_boundary:
+                return None
+            # Shapes as int64 vectors, which may be tensors computed per bucket.
+            source_shape = tf.reshape(tf.cast(source_bound, tf.int64), [1])
+            target_shape = tf.reshape(tf.cast(target_bound, tf.int64), [1])
+            return (source_shape, target_shape, target_shape, [], [], [])
+
+        padding_values = (PAD_ID, PAD_ID, PAD_ID, 0, 0, tf.constant(0, tf.int64))
+        if not self.bucketing:
+            dataset = dataset.padded_batch(
                 batch_size,
-                padded_shapes=padded_shapes(
-                    tf.minimum(bound, max_source_length), tf.minimum(bound, max_target_length)
-                ),
+                padded_shapes=padded_shapes(max_source_length, max_target_length),
                 padding_values=padding_values,
             )
+        else:
+            boundaries = tf.constant(self.bucket_boundaries, tf.int32)
 
-        dataset = dataset.group_by_window(
-            lambda *element: element[5], batch_bucket, window_size=batch_size
-        )
-    dataset = dataset.map(
-        lambda encoder, decoder, labels, source_len, target_len, bucket: (
-            {"encoder_tokens": encoder, "decoder_tokens": decoder},
-            labels,
-        )
-    )
+            def batch_bucket(key, window):
+                bound = tf.cast(tf.gather(boundaries, key), tf.int64)
+                return window.padded_batch(
+                    batch_size,
+                    padded_shapes=padded_shapes(
+                        tf.minimum(bound, max_source_length), tf.minimum(bound, max_target_length)
+                    ),
+                    padding_values=padding_values,
+                )
 
-    # A known cardinality lets model.fit show progress and check the count.
-    dataset = dataset.apply(tf.data.experimental.assert_cardinality(batches))
-    options = tf.data.Options()
-    options.deterministic = True
-    return dataset.with_options(options).prefetch(tf.data.AUTOTUNE)
+            dataset = dataset.group_by_window(
+                lambda *element: element[5], batch_bucket, window_size=batch_size
+            )
+        dataset = dataset.map(
+            lambda encoder, decoder, labels, source_len, target_len, bucket: (
+                {"encoder_tokens": encoder, "decoder_tokens": decoder},
+                labels,
+            )
+        )
+
+        # A known cardinality lets model.fit show progress and check the count.
+        dataset = dataset.apply(tf.data.experimental.assert_cardinality(self.batches))
+        options = tf.data.Options()
+        options.deterministic = True
+        return dataset.with_options(options).prefetch(tf.data.AUTOTUNE)
 
 
 def padding_fraction(dataset):

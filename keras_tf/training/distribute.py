@@ -118,6 +118,25 @@ def is_chief(strategy):
     return strategy.extended.should_checkpoint
 
 
+def any_worker(strategy, flag):
+    """Whether `flag` is true on any worker: the same answer on every worker.
+
+    For decisions that every worker must take together, such as backing up
+    now, when each takes it from its own clock. A collective op under
+    `MultiWorkerMirroredStrategy`; `flag` itself under any other strategy.
+
+    Example:
+        >>> any_worker(make_strategy("default"), True)
+        True
+    """
+    if not _is_multi_worker(strategy):
+        return bool(flag)
+    votes = strategy.experimental_distribute_values_from_function(
+        lambda context: tf.constant(int(bool(flag)), tf.int32)
+    )
+    return int(strategy.reduce("SUM", votes, axis=None)) > 0
+
+
 def worker_dir(path, strategy):
     """`path` on the chief; a fresh temporary directory on any other worker.
 

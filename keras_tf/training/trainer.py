@@ -2,33 +2,43 @@
 
 `train` builds and compiles the model inside a `tf.distribute` strategy's
 scope and trains it with `model.fit`, on one device, several GPUs, several
-machines or a TPU. A killed run resumes when the same call is made again.
+machines or a TPU. A killed run resumes when the same call is made again, at
+the next unseen batch, and ends with the weights an uninterrupted run ends with.
 
 Files in `out_dir` (written by the chief only):
 
     config.json                  the TransformerConfig, for TransformerConfig.from_dict
     model.keras                  the best model so far on the monitored loss
-    backup/state.json            {"epoch": epochs done, "weights": file, "best": ...}
-    backup/epoch-NNNN.weights.h5 model and optimizer variables after NNNN epochs
+    backup/state.json            where the backup is (epoch, step), its weights
+                                 file, the random and metric state, the best
+                                 value and the history so far
+    backup/epoch-NNNN[-step-SSSSSS].weights.h5
+                                 model and optimizer variables after NNNN
+                                 epochs (and SSSSSS steps of the next one)
     history.csv                  one row per finished epoch, across restarts
-    logs/                        TensorBoard summaries
+    logs/                        TensorBoard curves, one point per finished epoch
 
 Every file is written to a temporary name in its directory and renamed into
 place, so a kill at any moment leaves the previous file whole. `state.json`
-is renamed last: it is the commit point of a backup.
+is renamed last: it is the commit point of a backup. `history.csv` and
+`logs/` are rewritten from the committed history when a run resumes, so they
+hold each finished epoch exactly once.
 """
 
 import json
 import logging
 import math
 import os
+import time
 
 import keras
+import numpy as np
 from keras import tree
 
 from keras_tf.models import Seq2SeqTransformer, TransformerConfig, get_preset
 from keras_tf.tensorflow_import import require_tensorflow
 from keras_tf.training.distribute import (
+    any_worker,
     make_strategy,
     prepare_for_strategy,
     remove_worker_dir,
@@ -44,6 +54,9 @@ logger = logging.getLogger(__name__)
 
 MIXED_PRECISION_POLICIES = ("mixed_bfloat16", "mixed_float16")
 BACKUP_STATE = "state.json"
+# backup_every=None backs up after this much training time (and at every
+# epoch end): a kill loses at most about five minutes of work.
+BACKUP_INTERVAL_S = 300
 
 
 def train(
@@ -63,27 +76,39 @@ def train(
     label_smoothing=0.1,
     seed=0,
     jit_compile=True,
+    backup_every=None,
     callbacks=(),
     verbose="auto",
 ):
     """Train a `Seq2SeqTransformer` with `model.fit` under a `tf.distribute` strategy.
 
     Calling it again with the same arguments after a kill resumes from the
-    last finished epoch; after a finished run it trains nothing more.
+    last backup, at the next unseen batch; after a finished run it trains
+    nothing more. With numpy data or an epoch function (see `train_data`) the
+    resumed run ends with the same weights and history as an uninterrupted
+    one: the backup holds the model and optimizer variables, the dropout
+    seed generators' states, the running loss and metric sums of the epoch,
+    and the position (epoch, step) in the data.
 
     Args:
         model_config: a `TransformerConfig`, a preset name, or a config dict.
-        train_data: a `tf.data.Dataset` of batches `({"encoder_tokens",
-            "decoder_tokens"}, labels)`, int32, padded with 0; or such a pair
-            of numpy arrays, batched here with `batch_size` and shuffled with
-            a permutation that depends only on `seed` and the epoch number,
-            so a resumed run sees the same batches as an uninterrupted one.
+        train_data: the training batches `({"encoder_tokens",
+            "decoder_tokens"}, labels)`, int32, padded with 0, as one of:
+            a pair of numpy arrays, batched here with `batch_size` and
+            shuffled with a permutation that depends only on `seed` and the
+            epoch; a function `epoch -> tf.data.Dataset` of one pass over the
+            data, the same pass for the same epoch in every process
+            (`keras_tf.text.make_dataset_by_epoch` makes one), read pass after
+            pass; or a `tf.data.Dataset`. With the first two a resumed run
+            reads exactly the batches an uninterrupted one would. A dataset
+            is read from its start again after a resume, skipping the steps
+            already trained in the epoch, in whatever order it then yields.
         valid_data: the same, for the validation loss. Optional.
         out_dir: where checkpoints, the backup, logs and config.json go.
         epochs: total epochs, counting those already done by a killed run.
         batch_size: global batch size, for numpy data only.
-        steps_per_epoch: batches per epoch, for a dataset only. Defaults to
-            one pass over it.
+        steps_per_epoch: batches per epoch, for a dataset or an epoch
+            function only. Defaults to one pass over it.
         validation_steps: validation batches per epoch. Defaults to all.
         strategy: `"default"`, `"mirrored"`, `"multi-worker"` (reads
             `TF_CONFIG`) or a `tf.distribute.Strategy`. See
@@ -100,12 +125,19 @@ def train(
         jit_compile: compile the train step with XLA. Defaults to True; turned
             off, with a warning, under strategies with several replicas,
             where XLA cannot compile Keras's step.
-        callbacks: extra Keras callbacks, run after the built-in ones.
+        backup_every: back up every this many steps (counted from the start
+            of training), besides at every epoch end. Defaults to None: after
+            every `BACKUP_INTERVAL_S` (300) seconds of training, which bounds
+            the work a kill loses to about five minutes.
+        callbacks: extra Keras callbacks, run after the built-in ones. After
+            a resume inside an epoch, `fit` is called twice: once for the rest
+            of that epoch (whose batch indices then start at 0), once for the
+            epochs after it.
         verbose: passed to `model.fit`.
 
     Returns:
         `(model, history)`: the model with its final weights, and the
-        `History` of the epochs run by this call.
+        `History` of the epochs finished by this call.
 
     Example:
         >>> from keras_tf.training import make_reverse_task
@@ -127,23 +159,28 @@ def train(
         )
     if not isinstance(epochs, int) or epochs < 1:
         raise ValueError(f"epochs must be a positive integer; received {epochs!r}")
+    if backup_every is not None and (
+        not isinstance(backup_every, int) or isinstance(backup_every, bool) or backup_every < 1
+    ):
+        raise ValueError(
+            f"backup_every must be a positive number of steps or None; "
+            f"received backup_every={backup_every!r}"
+        )
     keras.utils.set_random_seed(seed)
 
     backup_dir = os.path.join(out_dir, "backup")
     state = _read_backup_state(backup_dir)
-    initial_epoch = state["epoch"] if state else 0
     distributed = strategy.num_replicas_in_sync > 1
-    train_set, steps_per_epoch = _as_dataset(
-        train_data, batch_size, steps_per_epoch, seed=seed,
-        epochs=range(initial_epoch, max(epochs, initial_epoch + 1)),
-        drop_remainder=True, distributed=distributed, name="train_data",
-    )
+    batches = _TrainingBatches(train_data, batch_size, steps_per_epoch, seed, distributed)
+    if state and state["steps_per_epoch"] not in (None, batches.steps_per_epoch):
+        raise ValueError(
+            f"{backup_dir} was made with {state['steps_per_epoch']} steps per epoch; this "
+            f"run has {batches.steps_per_epoch}: resume with the same data and batch size, "
+            "or use a new out_dir"
+        )
     valid_set = None
     if valid_data is not None:
-        valid_set, _ = _as_dataset(
-            valid_data, batch_size, None, seed=None, epochs=None,
-            drop_remainder=distributed, distributed=distributed, name="valid_data",
-        )
+        valid_set = _as_validation_dataset(valid_data, batch_size, distributed)
 
     with strategy.scope():
         model = Seq2SeqTransformer(config, dtype=mixed_precision)
@@ -156,44 +193,99 @@ def train(
         # Built now, the optimizer's variables are not created while the
         # train step is traced, which would trace it twice.
         model.optimizer.build(model.trainable_variables)
-    prepare_for_strategy(model, train_set.element_spec)
-    best = math.inf
+    prepare_for_strategy(model, batches.element_spec)
+    epoch, step = (state["epoch"], state["step"]) if state else (0, 0)
     if state:
         # Every worker restores from the chief's backup: `out_dir` must be on
         # a file system that all workers can read.
         model.load_weights(os.path.join(backup_dir, state["weights"]))
-        best = state["best"]
-        logger.info("Resuming from %s after epoch %d", backup_dir, initial_epoch)
+        if state["seed_states"]:  # absent from backups made before they were saved
+            _assign(_seed_states(model), state["seed_states"], backup_dir)
+        logger.info("%s", _resume_message(backup_dir, epoch, step, epochs, batches.steps_per_epoch))
 
     # Non-chief workers write the same files to a temporary directory.
     write_dir = worker_dir(out_dir, strategy)
+    histories = []
     try:
         tf.io.gfile.makedirs(write_dir)
         _write_atomically(
             os.path.join(write_dir, "config.json"),
             lambda path: _write_text(path, json.dumps(config.to_dict(), indent=2)),
         )
-        monitor = "val_loss" if valid_set is not None else "loss"
+        checkpointer = _Checkpointer(
+            write_dir,
+            monitor="val_loss" if valid_set is not None else "loss",
+            state=state,
+            steps_per_epoch=batches.steps_per_epoch,
+            backup_every=backup_every,
+            strategy=strategy,
+            element_spec=batches.element_spec,
+        )
         builtin = [
             keras.callbacks.TerminateOnNaN(raise_error=True),  # keeps the last good backup
-            _Checkpointer(write_dir, monitor=monitor, best=best),
-            keras.callbacks.CSVLogger(os.path.join(write_dir, "history.csv"), append=True),
+            checkpointer,
         ]
-        builtin.append(keras.callbacks.TensorBoard(os.path.join(write_dir, "logs")))
-        history = model.fit(
-            train_set,
-            validation_data=valid_set,
-            epochs=epochs,
-            initial_epoch=initial_epoch,
-            steps_per_epoch=steps_per_epoch,
-            validation_steps=validation_steps,
-            callbacks=[*builtin, *callbacks],
-            shuffle=False,  # numpy data is shuffled above; a dataset shuffles itself
-            verbose=verbose,
-        )
+        for first_epoch, first_step, stop_epoch in _fit_calls(epoch, step, epochs):
+            data, fit_steps = batches.stream(first_epoch, first_step, stop_epoch)
+            checkpointer.first_step = first_step
+            histories.append(
+                model.fit(
+                    data,
+                    validation_data=valid_set,
+                    epochs=stop_epoch,
+                    initial_epoch=first_epoch,
+                    steps_per_epoch=fit_steps,
+                    validation_steps=validation_steps,
+                    callbacks=[*builtin, *callbacks],
+                    shuffle=False,  # numpy data is shuffled by batches.stream
+                    verbose=verbose,
+                )
+            )
     finally:
         remove_worker_dir(write_dir, out_dir)
-    return model, history
+    return model, _joined(histories, model)
+
+
+def _fit_calls(epoch, step, epochs):
+    """`(initial_epoch, first step, epochs)` of each `fit` call that resumes at `(epoch, step)`.
+
+    Keras's `fit` starts an epoch at its first batch: a run resumed inside an
+    epoch finishes that epoch with one call of `fit` over its remaining
+    steps, then runs the epochs after it with another.
+    """
+    calls = []
+    if step and epoch < epochs:
+        calls.append((epoch, step, epoch + 1))
+        epoch += 1
+    if epoch < epochs:
+        calls.append((epoch, 0, epochs))
+    return calls
+
+
+def _joined(histories, model):
+    """One `History` for the epochs of several `fit` calls."""
+    if len(histories) == 1:
+        return histories[0]
+    history = keras.callbacks.History()
+    history.set_model(model)
+    history.epoch = []
+    for part in histories:
+        history.epoch += part.epoch
+        for key, values in part.history.items():
+            history.history.setdefault(key, []).extend(values)
+    return history
+
+
+def _resume_message(backup_dir, epoch, step, epochs, steps_per_epoch):
+    # Keras counts epochs and steps from 1 in its progress lines.
+    done = f"after epoch {epoch}" + (f" and {step} steps of epoch {epoch + 1}" if step else "")
+    if epoch >= epochs:
+        return f"Resuming from {backup_dir} {done}: all {epochs} epochs are done"
+    of_steps = f"/{steps_per_epoch}" if steps_per_epoch else ""
+    return (
+        f"Resuming from {backup_dir} {done}: continuing at step {step + 1}{of_steps} "
+        f"of epoch {epoch + 1}/{epochs}"
+    )
 
 
 def _as_config(model_config):
@@ -228,53 +320,133 @@ def _make_optimizer(config, learning_rate, warmup_steps, mixed_precision):
 # --- input data ---
 
 
-def _as_dataset(data, batch_size, steps_per_epoch, seed, epochs, drop_remainder,
-                distributed, name):
-    """A batched `tf.data.Dataset` and the steps per epoch to pass to `fit`."""
-    if isinstance(data, tf.data.Dataset):
-        if batch_size is not None:
-            raise ValueError(
-                f"batch_size applies to numpy data; {name} is a tf.data.Dataset, "
-                f"so batch it yourself (received batch_size={batch_size})"
-            )
-        return data, steps_per_epoch
+def _check_numpy(data, batch_size, name, forms="a tf.data.Dataset"):
+    """The `(inputs dict, labels)` numpy pair `data`, checked; its example count."""
     if not (isinstance(data, (tuple, list)) and len(data) == 2):
         raise TypeError(
-            f"{name} must be a tf.data.Dataset or a pair (inputs dict, labels) of "
+            f"{name} must be {forms} or a pair (inputs dict, labels) of "
             f"numpy arrays; received {type(data).__name__}"
-        )
-    if steps_per_epoch is not None:
-        raise ValueError(
-            f"steps_per_epoch applies to a tf.data.Dataset; numpy {name} is "
-            f"read once per epoch (received steps_per_epoch={steps_per_epoch})"
         )
     if not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError(
             f"numpy {name} needs a positive integer batch_size; received {batch_size!r}"
         )
-    inputs, labels = data
-    count = len(labels)
+    count = len(data[1])
     if count < batch_size:
         raise ValueError(
             f"{name} has fewer examples than one batch; received {count} examples, "
             f"batch_size={batch_size}"
         )
-    if epochs is None:
-        dataset = tf.data.Dataset.from_tensor_slices((dict(inputs), labels))
-        dataset = dataset.batch(batch_size, drop_remainder=drop_remainder)
-        steps = None
-    else:
-        dataset = _shuffled_epochs((dict(inputs), labels), batch_size, seed, epochs)
-        steps = count // batch_size
+    return count
+
+
+def _shard_by_data(dataset):
+    # Each worker reads its own part of every global batch; the data has
+    # no files to shard by.
+    options = tf.data.Options()
+    options.experimental_distribute.auto_shard_policy = (
+        tf.data.experimental.AutoShardPolicy.DATA
+    )
+    return dataset.with_options(options)
+
+
+def _as_validation_dataset(data, batch_size, distributed):
+    if isinstance(data, tf.data.Dataset):
+        return data
+    _check_numpy(data, batch_size, "valid_data")
+    inputs, labels = data
+    dataset = tf.data.Dataset.from_tensor_slices((dict(inputs), labels))
+    dataset = dataset.batch(batch_size, drop_remainder=distributed)
     if distributed:
-        # Each worker reads its own part of every global batch; the data has
-        # no files to shard by.
-        options = tf.data.Options()
-        options.experimental_distribute.auto_shard_policy = (
-            tf.data.experimental.AutoShardPolicy.DATA
-        )
-        dataset = dataset.with_options(options)
-    return dataset.prefetch(tf.data.AUTOTUNE), steps
+        dataset = _shard_by_data(dataset)
+    return dataset.prefetch(tf.data.AUTOTUNE)
+
+
+class _TrainingBatches:
+    """The training batches from any position: epoch `e`, after its first `s` steps.
+
+    `steps_per_epoch` is the number of batches in an epoch (None for a
+    dataset of unknown length), and `element_spec` that of a batch.
+    """
+
+    def __init__(self, data, batch_size, steps_per_epoch, seed, distributed):
+        self.data, self.seed, self.distributed = data, seed, distributed
+        if isinstance(data, tf.data.Dataset) or callable(data):
+            name = "a tf.data.Dataset" if isinstance(data, tf.data.Dataset) else "a function"
+            if batch_size is not None:
+                raise ValueError(
+                    f"batch_size applies to numpy data; train_data is {name}, "
+                    f"so batch it yourself (received batch_size={batch_size})"
+                )
+        if isinstance(data, tf.data.Dataset):
+            self.kind = "dataset"
+            known = int(data.cardinality())
+            self.steps_per_epoch = steps_per_epoch or (known if known > 0 else None)
+            self.element_spec = data.element_spec
+        elif callable(data):
+            self.kind = "epochs"
+            first = data(tf.constant(0, tf.int64))
+            if not isinstance(first, tf.data.Dataset):
+                raise TypeError(
+                    "train_data as a function must return a tf.data.Dataset for an "
+                    f"epoch; received {type(first).__name__}"
+                )
+            self.pass_steps = int(first.cardinality())
+            if self.pass_steps < 1:
+                raise ValueError(
+                    "train_data as a function must return datasets of known, positive "
+                    f"cardinality; received cardinality {self.pass_steps} for epoch 0"
+                )
+            self.steps_per_epoch = steps_per_epoch or self.pass_steps
+            self.element_spec = first.element_spec
+        else:
+            count = _check_numpy(
+                data, batch_size, "train_data",
+                forms="a tf.data.Dataset, a function epoch -> tf.data.Dataset",
+            )
+            if steps_per_epoch is not None:
+                raise ValueError(
+                    "steps_per_epoch applies to a tf.data.Dataset; numpy train_data is "
+                    f"read once per epoch (received steps_per_epoch={steps_per_epoch})"
+                )
+            self.kind = "numpy"
+            self.arrays = (dict(data[0]), data[1])
+            self.batch_size = batch_size
+            self.steps_per_epoch = count // batch_size
+            self.element_spec = _shuffled_epochs(self.arrays, batch_size, seed, range(1)).element_spec
+
+    def stream(self, epoch, step, stop_epoch):
+        """`(dataset, steps_per_epoch)` for `fit` from epoch `epoch`, step `step` to `stop_epoch`.
+
+        With `step > 0`, `stop_epoch` must be `epoch + 1`: the dataset holds
+        the rest of that epoch, and the steps are those remaining.
+        """
+        steps = self.steps_per_epoch
+        fit_steps = steps - step if step and steps else steps
+        if self.kind == "dataset":
+            # Keras reads a dataset from its start again at each epoch unless
+            # steps_per_epoch is set; then it keeps reading one iterator.
+            return (self.data.skip(step) if step else self.data), fit_steps
+        if self.kind == "numpy":
+            dataset = _shuffled_epochs(
+                self.arrays, self.batch_size, self.seed, range(epoch, stop_epoch)
+            ).skip(step)
+        else:
+            # Passes over the data laid end to end; step `g` of the run is
+            # batch `g % pass_steps` of pass `g // pass_steps`.
+            first = epoch * steps + step
+            count = (stop_epoch - epoch) * steps - step
+            dataset = (
+                tf.data.Dataset.range(
+                    first // self.pass_steps, -(-(first + count) // self.pass_steps)
+                )
+                .flat_map(self.data)
+                .skip(first % self.pass_steps)
+                .take(count)
+            )
+        if self.distributed:
+            dataset = _shard_by_data(dataset)
+        return dataset.prefetch(tf.data.AUTOTUNE), fit_steps
 
 
 def _shuffled_epochs(arrays, batch_size, seed, epochs):
@@ -308,33 +480,96 @@ def _shuffled_epochs(arrays, batch_size, seed, epochs):
 
 
 class _Checkpointer(keras.callbacks.Callback):
-    """At each epoch end: save the best model, then back up the training state.
+    """Backs up the training state, keeps the best model and writes the history files.
 
-    The backup is the weights file of the epoch plus `state.json` naming it;
-    writing `state.json` commits the backup, and older weights files are
-    deleted after it. The best monitored value goes into `state.json` too, so
-    a resumed run keeps comparing against it.
+    A backup is a weights file (model and optimizer variables) plus
+    `state.json`, which names it and holds everything else needed to go on
+    exactly: the position `(epoch, step)`, the seed generators' states, the
+    loss and metric sums of the unfinished epoch, the best monitored value
+    and the history rows so far. Writing `state.json` commits the backup;
+    older weights files are deleted after it.
+
+    Backups happen after every `backup_every` steps of the run (or every
+    `BACKUP_INTERVAL_S` seconds when it is None) and at each epoch end,
+    after validation. `first_step` is the step at which the current `fit`
+    call starts its first epoch (non-zero when it resumes inside an epoch).
     """
 
-    def __init__(self, directory, monitor, best):
+    def __init__(self, directory, monitor, state, steps_per_epoch, backup_every, strategy,
+                 element_spec):
         super().__init__()
+        self.element_spec = element_spec
         self.model_path = os.path.join(directory, "model.keras")
         self.backup_dir = os.path.join(directory, "backup")
+        self.history_path = os.path.join(directory, "history.csv")
+        self.logs_dir = os.path.join(directory, "logs")
         self.monitor = monitor
-        self.best = best
+        self.steps_per_epoch = steps_per_epoch
+        self.backup_every = backup_every
+        self.strategy = strategy
+        self.best = state["best"] if state else math.inf
+        self.history = list(state["history"]) if state else []
+        # The loss and metric sums of an epoch resumed inside.
+        self.metric_sums = state["metric_sums"] if state and state["step"] else None
+        self.first_step = 0
+        self.epoch = None
+        self.last_backup = time.monotonic()
+        # What the killed run wrote after its last backup is dropped.
+        self._write_history()
+        _write_curves(self.logs_dir, self.history)
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self.epoch = epoch
+        if self.first_step and self.metric_sums is not None:
+            # `fit` has just reset the metrics; go on from the backed-up sums.
+            if len(self.model.metrics_variables) != len(self.metric_sums):
+                _build_metrics(self.model, self.element_spec)
+            _assign(self.model.metrics_variables, self.metric_sums, self.backup_dir)
+            self.metric_sums = None
+
+    def on_train_batch_end(self, batch, logs=None):
+        step = self.first_step + batch + 1  # steps done in this epoch
+        if self.steps_per_epoch and step >= self.steps_per_epoch:
+            return  # the epoch-end backup follows validation
+        if self.backup_every is not None:
+            done = self.epoch * (self.steps_per_epoch or 0) + step
+            due = done % self.backup_every == 0
+        else:
+            # Workers must back up at the same steps (reading the metric
+            # sums is a collective op): back up when any worker's clock says so.
+            due = any_worker(
+                self.strategy, time.monotonic() - self.last_backup >= BACKUP_INTERVAL_S
+            )
+        if due:
+            self._back_up(self.epoch, step)
 
     def on_epoch_end(self, epoch, logs=None):
-        value = (logs or {}).get(self.monitor)
+        self.first_step = 0
+        logs = {key: float(value) for key, value in (logs or {}).items()}
+        value = logs.get(self.monitor)
         if value is not None and value < self.best:
-            self.best = float(value)
+            self.best = value
             _write_atomically(self.model_path, self.model.save)
-        self._back_up(epochs_done=epoch + 1)
+        self.history.append({"epoch": epoch, **logs})
+        self._back_up(epoch + 1, 0)
+        self._write_history()
+        _write_curves(self.logs_dir, self.history[-1:], append=True)
 
-    def _back_up(self, epochs_done):
+    def _back_up(self, epochs_done, step):
         tf.io.gfile.makedirs(self.backup_dir)
-        weights = f"epoch-{epochs_done:04d}.weights.h5"
+        weights = f"epoch-{epochs_done:04d}" + (f"-step-{step:06d}" if step else "")
+        weights += ".weights.h5"
         _write_atomically(os.path.join(self.backup_dir, weights), self.model.save_weights)
-        state = {"epoch": epochs_done, "weights": weights, "best": self.best}
+        state = {
+            "epoch": epochs_done,
+            "step": step,
+            "steps_per_epoch": self.steps_per_epoch,
+            "weights": weights,
+            "best": self.best,
+            "seed_states": _values(_seed_states(self.model)),
+            "metric_sums": _values(self.model.metrics_variables) if step else None,
+            "history": self.history,
+        }
         _write_atomically(
             os.path.join(self.backup_dir, BACKUP_STATE),
             lambda path: _write_text(path, json.dumps(state)),
@@ -342,15 +577,96 @@ class _Checkpointer(keras.callbacks.Callback):
         for name in tf.io.gfile.listdir(self.backup_dir):
             if name.endswith(".weights.h5") and name != weights:
                 tf.io.gfile.remove(os.path.join(self.backup_dir, name))
+        self.last_backup = time.monotonic()
+
+    def _write_history(self):
+        """history.csv: `epoch`, then the logs' keys in sorted order, as CSVLogger writes it."""
+        if not self.history:
+            if tf.io.gfile.exists(self.history_path):
+                tf.io.gfile.remove(self.history_path)
+            return
+        keys = sorted({key for row in self.history for key in row} - {"epoch"})
+        lines = [",".join(["epoch", *keys])]
+        for row in self.history:
+            lines.append(",".join([str(row["epoch"]), *(repr(row.get(k, "")) for k in keys)]))
+        text = "\n".join(lines) + "\n"
+        _write_atomically(self.history_path, lambda path: _write_text(path, text))
+
+
+def _write_curves(logs_dir, rows, append=False):
+    """TensorBoard scalars `epoch_<name>` at step `epoch`, in `train/` and `validation/`.
+
+    The layout and names of `keras.callbacks.TensorBoard`. Without `append`,
+    `logs_dir` is first emptied, so each epoch has exactly one point.
+    """
+    if not append and tf.io.gfile.exists(logs_dir):
+        tf.io.gfile.rmtree(logs_dir)
+    if not rows:
+        return
+    writers = {}
+    for row in rows:
+        for key, value in row.items():
+            if key == "epoch":
+                continue
+            run, name = ("validation", key[4:]) if key.startswith("val_") else ("train", key)
+            if run not in writers:
+                writers[run] = tf.summary.create_file_writer(os.path.join(logs_dir, run))
+            with writers[run].as_default():
+                tf.summary.scalar(f"epoch_{name}", value, step=row["epoch"])
+    for writer in writers.values():
+        writer.close()
+
+
+def _build_metrics(model, element_spec):
+    """Create the compiled metrics' variables, which Keras otherwise makes in the first step.
+
+    Their sums can then be restored before that step. One update with a
+    one-token batch of padding (which the masked metrics ignore), then a reset.
+    """
+    def zeros(spec):
+        return tf.zeros([1] * len(spec.shape), spec.dtype)
+
+    inputs, labels = tree.map_structure(zeros, element_spec)
+    logits = tf.zeros([1, 1, model.outputs[0].shape[-1]])  # [batch, target_len, vocabulary]
+    model.compute_metrics(inputs, labels, logits, sample_weight=None)
+    model.reset_metrics()
+
+
+def _seed_states(model):
+    """The state variables of the model's seed generators (dropout's random streams)."""
+    weights = {id(variable) for variable in model.weights}
+    return [variable for variable in model.variables if id(variable) not in weights]
+
+
+def _values(variables):
+    """The variables' values as lists: exact in JSON (float32 and int values round-trip)."""
+    return [keras.ops.convert_to_numpy(variable).tolist() for variable in variables]
+
+
+def _assign(variables, values, backup_dir):
+    # Seed generators are named by a process-wide counter: match by order.
+    shapes = [list(variable.shape) for variable in variables]
+    if [list(np.shape(value)) for value in values] != shapes:
+        raise ValueError(
+            f"{backup_dir}/{BACKUP_STATE} does not match this model: it holds "
+            f"{len(values)} random or metric states, the model has {len(shapes)} "
+            f"of shapes {shapes}; resume with the same configuration, or use a new out_dir"
+        )
+    for variable, value in zip(variables, values):
+        variable.assign(np.asarray(value, dtype=variable.dtype))
 
 
 def _read_backup_state(backup_dir):
+    """The committed backup's state, or None; older backups (epoch ends only) read as step 0."""
     path = os.path.join(backup_dir, BACKUP_STATE)
     if not tf.io.gfile.exists(path):
         return None
     with tf.io.gfile.GFile(path) as f:
         state = json.loads(f.read())
     state["best"] = float(state["best"])  # json writes inf as Infinity
+    for key, default in (("step", 0), ("steps_per_epoch", None), ("seed_states", []),
+                         ("metric_sums", None), ("history", [])):
+        state.setdefault(key, default)
     return state
 
 

@@ -5,12 +5,14 @@ import json
 import os
 import re
 
+import pytest
 import tensorflow as tf
 
 from keras_tf.cli.main import main
 from tests.cli.conftest import TRAIN_OPTIONS
 
 
+@pytest.mark.filterwarnings("error::UserWarning")
 def test_train_then_evaluate_translate_export(tmp_path, corpus, capsys, monkeypatch):
     out = str(tmp_path / "run")
     argv = ["train", "--train", corpus["train"], "--valid", corpus["valid"], "--out", out,
@@ -46,6 +48,12 @@ def test_train_then_evaluate_translate_export(tmp_path, corpus, capsys, monkeypa
     assert translations[-1] == ""  # every line ends with a newline
     assert len(translations[:-1]) == len(sources)
     assert translations[1] == "" and translations[4] == ""
+    # The model directory is a preset: from_preset translates as the command does.
+    from keras_tf.models import Seq2SeqTranslator
+
+    assert Seq2SeqTranslator.from_preset(out).generate(["red cat", "open the file"]) == [
+        translations[0], translations[2]
+    ]
 
     # export: BASE/NAME/VERSION, whose serving_default signature translates strings.
     export_dir = str(tmp_path / "models" / "tiny" / "3")

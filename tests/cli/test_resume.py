@@ -1,65 +1,158 @@
-"""`keras-tf train` killed with SIGKILL after an epoch resumes from its backup when run again."""
+"""`keras-tf train` killed with SIGKILL inside epoch 2, then run again: the uninterrupted run, bit for bit.
 
-import csv
+The killed command runs under `sh`, which reports its exit status: 137
+(128 + SIGKILL). The rerun, the same command, runs in process. Both are
+compared with an uninterrupted run of the same command: the final backup's
+weights file (model and optimizer variables, Adam's step count included),
+history.csv and the TensorBoard curves.
+"""
+
 import json
 import os
+import random
 import signal
 import subprocess
 import time
 
+import h5py
+import numpy as np
+import pytest
+import tensorflow as tf
+
 from keras_tf.cli.main import main
 from tests.cli.conftest import TRAIN_OPTIONS, keras_tf_command
 
-EPOCHS = 8
+EPOCHS, STEPS = 2, 60
+TIMEOUT_S = 300
 
 
-def _backed_up_epochs(state_path):
+def _argv(corpus, out, *extra):
+    return ["train", "--train", corpus["train"], "--valid", corpus["valid"], "--out", str(out),
+            "--epochs", str(EPOCHS), "--steps", str(STEPS), *TRAIN_OPTIONS, *extra]
+
+
+def _state(out):
     try:
-        with open(state_path) as file:
-            return json.load(file)["epoch"]
+        with open(os.path.join(out, "backup", "state.json")) as file:
+            state = json.load(file)
+        return state["epoch"], state["step"]
     except (FileNotFoundError, json.JSONDecodeError):
-        return 0
+        return 0, 0
 
 
-def test_killed_train_resumes_from_backup(tmp_path, corpus, capsys):
-    out = str(tmp_path / "run")
-    argv = ["train", "--train", corpus["train"], "--valid", corpus["valid"], "--out", out,
-            "--epochs", str(EPOCHS), "--steps", "40", *TRAIN_OPTIONS]
-    state_path = os.path.join(out, "backup", "state.json")
-    log_path = tmp_path / "first_run.log"
+def _h5_arrays(path):
+    arrays = {}
+    with h5py.File(path, "r") as file:
+        file.visititems(
+            lambda name, item: arrays.__setitem__(name, item[()])
+            if isinstance(item, h5py.Dataset) else None
+        )
+    return arrays
+
+
+def _curves(out):
+    """`[(run, tag, step, value)]` of every scalar in out/logs, sorted."""
+    points = []
+    for directory, _, files in os.walk(os.path.join(out, "logs")):
+        for name in files:
+            for record in tf.data.TFRecordDataset(os.path.join(directory, name)):
+                event = tf.compat.v1.Event.FromString(record.numpy())
+                for value in event.summary.value:
+                    scalar = float(tf.make_ndarray(value.tensor))
+                    points.append((os.path.basename(directory), value.tag, event.step, scalar))
+    return sorted(points)
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory, corpus):
+    out = tmp_path_factory.mktemp("uninterrupted") / "run"
+    assert main(_argv(corpus, out)) == 0
+    return out
+
+
+def _kill_when(argv, log_path, ready, delay_s=0.0):
+    """Run `keras-tf ARGV` under sh, SIGKILL it once `ready()` and `delay_s` later; return sh's $?."""
+    pid_file, status_file = log_path.with_suffix(".pid"), log_path.with_suffix(".status")
+    script = '"$@" & echo $! > "$0.pid"; wait $!; echo $? > "$0.status"'
     with open(log_path, "wb") as log:
-        process = subprocess.Popen(keras_tf_command() + argv, stdout=log, stderr=subprocess.STDOUT)
+        shell = subprocess.Popen(
+            ["sh", "-c", script, str(log_path.with_suffix("")), *keras_tf_command(), *argv],
+            stdout=log, stderr=subprocess.STDOUT,
+        )
         try:
-            deadline = time.monotonic() + 300
-            while _backed_up_epochs(state_path) < 1:
-                assert process.poll() is None, (
-                    f"train exited ({process.returncode}) before its first backup:\n"
-                    + log_path.read_text(errors="replace")[-3000:]
+            deadline = time.monotonic() + TIMEOUT_S
+            while not (pid_file.exists() and ready()):
+                assert shell.poll() is None, (
+                    "train exited before the kill:\n" + log_path.read_text(errors="replace")[-3000:]
                 )
-                assert time.monotonic() < deadline, "no backup after 300 s"
-                time.sleep(0.02)
-            process.send_signal(signal.SIGKILL)
-            process.wait(timeout=60)
+                assert time.monotonic() < deadline, f"not ready after {TIMEOUT_S} s"
+                time.sleep(0.01)
+            time.sleep(delay_s)
+            os.kill(int(pid_file.read_text()), signal.SIGKILL)
+            shell.wait(timeout=60)
         finally:
-            if process.poll() is None:
-                process.kill()
-                process.wait()
-    assert process.returncode == -signal.SIGKILL
-    done = _backed_up_epochs(state_path)
-    assert 1 <= done < EPOCHS, f"the run finished {done} epochs before the kill landed"
+            if shell.poll() is None:
+                os.kill(int(pid_file.read_text()), signal.SIGKILL)
+                shell.kill()
+                shell.wait()
+    return int(status_file.read_text())
 
-    # The same command again, in process.
+
+def _assert_same_run(out, uninterrupted):
+    final = f"backup/epoch-{EPOCHS:04d}.weights.h5"
+    resumed, reference = _h5_arrays(out / final), _h5_arrays(uninterrupted / final)
+    assert sorted(resumed) == sorted(reference)
+    for name in reference:
+        np.testing.assert_array_equal(resumed[name], reference[name], err_msg=name)
+    assert (out / "history.csv").read_text() == (uninterrupted / "history.csv").read_text()
+    curves = _curves(out)
+    assert curves == _curves(uninterrupted)
+    # One point per epoch and curve: nothing duplicated, nothing missing.
+    assert [step for run, tag, step, _ in curves if (run, tag) == ("train", "epoch_loss")] == [0, 1]
+
+
+def test_killed_inside_epoch_2_resumes_from_the_epoch_backup(tmp_path, corpus, capsys, uninterrupted):
+    out = tmp_path / "run"
+    argv = _argv(corpus, out)  # backups at epoch ends only (the default waits 5 minutes)
+    delay = random.uniform(0.0, 0.5)  # a random step of epoch 2
+    status = _kill_when(argv, tmp_path / "killed.log", lambda: _state(out) == (1, 0), delay)
+    assert status == 137  # 128 + SIGKILL, as sh reports it
+    assert _state(out) == (1, 0), f"the kill {delay:.2f} s into epoch 2 landed after its end"
+
     assert main(argv) == 0
     rerun = capsys.readouterr()
-    assert f"Resuming from {os.path.join(out, 'backup')} after epoch {done}" in rerun.err
     assert "Reusing sentencepiece tokenizers" in rerun.err
-    # Keras counts epochs from 1: the rerun starts after the backed-up ones.
-    assert f"Epoch {done + 1}/{EPOCHS}" in rerun.out
-    assert "Epoch 1/" not in rerun.out
-    assert _backed_up_epochs(state_path) == EPOCHS
-    with open(os.path.join(out, "history.csv"), newline="") as file:
-        epochs = [int(row["epoch"]) for row in csv.DictReader(file)]
-    # No epoch trained twice. (A kill between the backup's commit and the
-    # CSV row of the same epoch may leave that one row out.)
-    assert len(epochs) == len(set(epochs))
-    assert epochs[-(EPOCHS - done):] == list(range(done, EPOCHS))
+    backup = os.path.join(out, "backup")
+    assert f"Resuming from {backup} after epoch 1: continuing at step 1/{STEPS} of epoch 2/2" in rerun.err
+    assert "Epoch 1/" not in rerun.out and f"{STEPS}/{STEPS} - " in rerun.out
+    _assert_same_run(out, uninterrupted)
+
+
+def test_killed_after_a_mid_epoch_backup_trains_exactly_the_remaining_batches(
+    tmp_path, corpus, capsys, uninterrupted
+):
+    out = tmp_path / "run"
+    argv = _argv(corpus, out, "--backup-every", "7")
+    # Steps 63, 70, ... of the run are steps 3, 10, ..., 59 of epoch 2: wait for a random one.
+    wanted = random.choice(range(3, STEPS, 7))
+    status = _kill_when(
+        argv, tmp_path / "killed.log", lambda: _state(out)[0] == 1 and _state(out)[1] >= wanted
+    )
+    assert status == 137
+    epoch, step = _state(out)
+    assert epoch == 1 and wanted <= step < STEPS and (STEPS + step) % 7 == 0, (epoch, step)
+
+    assert main(argv) == 0
+    rerun = capsys.readouterr()
+    backup = os.path.join(out, "backup")
+    assert (
+        f"Resuming from {backup} after epoch 1 and {step} steps of epoch 2: "
+        f"continuing at step {step + 1}/{STEPS} of epoch 2/2"
+    ) in rerun.err
+    # Keras's epoch line counts the batches trained: exactly those after the backup.
+    remaining = STEPS - step
+    assert f"{remaining}/{remaining} - " in rerun.out and "Epoch 1/" not in rerun.out
+    _assert_same_run(out, uninterrupted)
+    iterations = [v for k, v in _h5_arrays(out / "backup/epoch-0002.weights.h5").items()
+                  if k.endswith("optimizer/vars/0")]
+    assert iterations == [EPOCHS * STEPS]

@@ -200,7 +200,7 @@ def test_a_previous_release_model_directory_loads(trained, tmp_path):
 def test_bad_presets_get_one_clear_error(trained, tmp_path):
     with pytest.raises(ValueError, match="Unknown preset 'transformer_huge': not a directory"):
         Seq2SeqTranslator.from_preset("transformer_huge")
-    with pytest.raises(ValueError, match=r"is not a keras_tf preset \(no config.json\)"):
+    with pytest.raises(ValueError, match=r"is not a keras_tf preset \(no model.keras\)"):
         Seq2SeqTranslator.from_preset(str(tmp_path))
     with pytest.raises(ValueError, match=r"fixes its model and tokenizers; received \['d_model'\]"):
         Seq2SeqTranslator.from_preset(trained["directory"], d_model=64)
@@ -210,6 +210,11 @@ def test_bad_presets_get_one_clear_error(trained, tmp_path):
         (metadata / name).write_bytes(open(os.path.join(trained["directory"], name), "rb").read())
     (metadata / "metadata.json").write_text(json.dumps({"format_version": 99}))
     with pytest.raises(ValueError, match="expected format_version=1; received format_version=99"):
+        Seq2SeqTranslator.from_preset(str(metadata))
+    (metadata / "metadata.json").unlink()
+    other = get_preset("transformer_tiny", d_model=64).to_dict()
+    (metadata / "config.json").write_text(json.dumps(other))
+    with pytest.raises(ValueError, match="model.keras was built with another config than config.json"):
         Seq2SeqTranslator.from_preset(str(metadata))
     with pytest.raises(ValueError, match="one target per source; received 2 sources and 1 targets"):
         trained["translator"].fit(["red", "blue"], ["rouge"], epochs=1, verbose=0)

@@ -15,6 +15,7 @@ from keras_tf.text import (
     frame_source,
     frame_target,
     make_dataset,
+    make_dataset_by_epoch,
     overlong_stats,
     padding_fraction,
 )
@@ -277,3 +278,28 @@ def test_mirrored_strategy(corpus, tokenizers):
 def test_cardinality_is_the_number_of_batches(corpus, tokenizers, options):
     dataset = build(corpus, tokenizers, **options)
     assert int(dataset.cardinality()) == len(as_numpy(dataset)) > 0
+
+
+@pytest.mark.parametrize("overlong", ["truncate", "filter"])
+def test_epochs_by_number_hold_every_pair_and_depend_on_seed_and_epoch_alone(
+    corpus, tokenizers, overlong
+):
+    options = dict(batch_size=16, max_source_length=MAX_SOURCE, max_target_length=MAX_TARGET,
+                   overlong=overlong)
+    by_epoch = make_dataset_by_epoch(corpus, tokenizers, seed=1, **options)
+    reference = make_dataset(corpus, tokenizers, seed=1, **options)
+    # The same pairs, as make_dataset frames, buckets and pads them.
+    assert epoch_pairs(by_epoch(0)) == epoch_pairs(reference)
+    assert int(by_epoch(0).cardinality()) == int(reference.cardinality())
+    first, second = as_numpy(by_epoch(0)), as_numpy(by_epoch(1))
+    assert len(first) == len(second) == int(reference.cardinality())
+    assert any(a[0].shape != b[0].shape or (a[0] != b[0]).any() for a, b in zip(first, second))
+    # Rebuilt in a fresh function (another process would do the same), or
+    # reached through flat_map with a tensor epoch: the same batches.
+    again = make_dataset_by_epoch(corpus, tokenizers, seed=1, **options)
+    flat = as_numpy(tf.data.Dataset.range(1, 2).flat_map(again))
+    for a, b in zip(flat, second, strict=True):
+        for x, y in zip(a, b):
+            np.testing.assert_array_equal(x, y)
+    other_seed = as_numpy(make_dataset_by_epoch(corpus, tokenizers, seed=2, **options)(1))
+    assert any(a[0].shape != b[0].shape or (a[0] != b[0]).any() for a, b in zip(other_seed, second))

@@ -2,11 +2,14 @@
 
 Two worker processes on 127.0.0.1, a MirroredStrategy process over two
 logical CPUs and a single-process run all train transformer_tiny on the same
-global batches. Every process is killed if the test's time runs out.
+global batches. A second pair of workers is killed inside epoch 2 (one
+worker by SIGKILL, the other stops) and restarted, and must end as the first
+pair. Every process is killed if the test's time runs out.
 """
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -28,7 +31,7 @@ from keras_tf.training.distribute import (
 RUN_TIMEOUT_S = 300
 
 WORKER = r"""
-import json, os, sys
+import json, os, sys, time
 args = json.loads(sys.argv[1])
 strategy = args["strategy"]
 if strategy == "mirrored-2cpu":
@@ -36,9 +39,19 @@ if strategy == "mirrored-2cpu":
     cpu = tf.config.list_physical_devices("CPU")[0]
     tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
     strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
-import numpy as np
+import keras, numpy as np
 from keras_tf.training import make_reverse_task
 from keras_tf.training.trainer import train
+
+class Pause(keras.callbacks.Callback):
+    # On a worker to be killed: say where it is, then wait for the kill.
+    def on_epoch_begin(self, epoch, logs=None):
+        self.epoch = epoch
+    def on_train_batch_end(self, batch, logs=None):
+        if [self.epoch, batch] == args.get("pause_at"):
+            open(args["marker"], "w").close()
+            time.sleep(600)
+
 # Equal lengths: each replica's half of a batch holds the same number of
 # tokens, so the mean of the replicas' losses is the global batch's loss.
 train_data = make_reverse_task(256, min_length=6, max_length=6)
@@ -46,11 +59,13 @@ valid_data = make_reverse_task(64, min_length=6, max_length=6, seed=1)
 model, history = train(
     "transformer_tiny", train_data, valid_data, out_dir=args["out_dir"],
     epochs=2, batch_size=32, learning_rate=3e-3, strategy=strategy,
-    jit_compile=False, verbose=0,
+    jit_compile=False, verbose=0, backup_every=args.get("backup_every"), callbacks=[Pause()],
 )
 np.savez(os.path.join(args["result_dir"], "weights.npz"), *model.get_weights())
 with open(os.path.join(args["result_dir"], "history.json"), "w") as f:
     json.dump(history.history, f)
+with open(os.path.join(args["result_dir"], "epochs.json"), "w") as f:
+    json.dump(history.epoch, f)
 """
 
 
@@ -64,19 +79,32 @@ def _free_ports(count):
     return ports
 
 
-def _start(script, root, name, strategy, tf_config=None):
+def _start(script, root, name, strategy, tf_config=None, out_name=None, **extra):
     env = {k: v for k, v in os.environ.items() if k != "TF_CONFIG"}
     if tf_config:
         env["TF_CONFIG"] = json.dumps(tf_config)
-    out_dir = root / ("multi_worker_out" if tf_config else f"{name}_out")
+    out_dir = root / (out_name or f"{name}_out")
     result_dir = root / f"{name}_result"
     result_dir.mkdir()
-    args = {"strategy": strategy, "out_dir": str(out_dir), "result_dir": str(result_dir)}
+    args = {"strategy": strategy, "out_dir": str(out_dir), "result_dir": str(result_dir), **extra}
     process = subprocess.Popen(
         [sys.executable, str(script), json.dumps(args)],
         env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )
     return process, result_dir, out_dir
+
+
+def _start_pair(script, root, name, out_name, extra=({}, {})):
+    """Two multi-worker processes `{name}0`, `{name}1` writing to root/out_name."""
+    workers = [f"127.0.0.1:{port}" for port in _free_ports(2)]
+    return {
+        f"{name}{index}": _start(
+            script, root, f"{name}{index}", "multi-worker",
+            {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}},
+            out_name=out_name, **extra[index],
+        )
+        for index in (0, 1)
+    }
 
 
 def _weights(result_dir):
@@ -88,25 +116,57 @@ def _history(result_dir):
     return json.loads((result_dir / "history.json").read_text())
 
 
-def test_two_workers_match_mirrored_and_one_process(tmp_path):
-    # One test, so that pytest-xdist never starts these processes twice.
+def _finish(runs, deadline):
+    for name, (process, _, _) in runs.items():
+        try:
+            output, _ = process.communicate(timeout=max(1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"{name} did not finish within {RUN_TIMEOUT_S}s")
+        assert process.returncode == 0, f"{name} failed:\n{output[-3000:]}"
+
+
+def test_two_workers_match_mirrored_and_one_process_and_resume_after_a_kill(tmp_path):
+    # One test, so that pytest-xdist never starts these processes twice: the
+    # uninterrupted pair is also the reference of the killed and restarted one.
     script = tmp_path / "worker.py"
     script.write_text(WORKER)
-    workers = [f"127.0.0.1:{port}" for port in _free_ports(2)]
+    marker = tmp_path / "paused"
     runs = {}
     try:
-        for index in (0, 1):
-            tf_config = {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}}
-            runs[f"worker{index}"] = _start(script, tmp_path, f"worker{index}", "multi-worker", tf_config)
+        runs.update(_start_pair(script, tmp_path, "worker", "multi_worker_out"))
         runs["mirrored"] = _start(script, tmp_path, "mirrored", "mirrored-2cpu")
         runs["single"] = _start(script, tmp_path, "single", "default")
+        # A second pair backs up every 3 steps; its worker 1 stops after 6 of
+        # the 8 batches of epoch 2 (step 14 of the run; the last backup is
+        # step 12's, epoch 1 step 4) and is killed.
+        backup = {"backup_every": 3}
+        pause = {**backup, "pause_at": [1, 5], "marker": str(marker)}
+        killed = _start_pair(script, tmp_path, "killed", "killed_out", (backup, pause))
+        runs.update(killed)
         deadline = time.monotonic() + RUN_TIMEOUT_S
-        for name, (process, _, _) in runs.items():
-            try:
-                output, _ = process.communicate(timeout=max(1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                pytest.fail(f"{name} did not finish within {RUN_TIMEOUT_S}s")
-            assert process.returncode == 0, f"{name} failed:\n{output[-3000:]}"
+        victim, survivor = killed["killed1"][0], killed["killed0"][0]
+        while not marker.exists():
+            assert victim.poll() is None, victim.communicate()[0][-3000:]
+            assert time.monotonic() < deadline, "worker 1 never reached the pause"
+            time.sleep(0.05)
+        victim.send_signal(signal.SIGKILL)
+        victim.wait(timeout=30)
+        assert victim.returncode == -signal.SIGKILL
+        # Worker 0 finds its peer gone at the next collective and stops
+        # (measured: about 15 s, heartbeats being what notice it).
+        output, _ = survivor.communicate(timeout=120)
+        assert survivor.returncode != 0, output[-3000:]
+        state = json.loads((tmp_path / "killed_out" / "backup" / "state.json").read_text())
+        assert (state["epoch"], state["step"]) == (1, 4)
+        for name in killed:
+            del runs[name]
+
+        # The same command again on both workers.
+        restarted = _start_pair(
+            script, tmp_path, "restarted", "killed_out", (backup, backup)
+        )
+        runs.update(restarted)
+        _finish(runs, time.monotonic() + RUN_TIMEOUT_S)
     finally:
         for process, _, _ in runs.values():
             if process.poll() is None:
@@ -119,12 +179,20 @@ def test_two_workers_match_mirrored_and_one_process(tmp_path):
     # The same two replicas in one process: the same sums.
     for a, b in zip(_weights(results["worker0"]), _weights(results["mirrored"])):
         np.testing.assert_allclose(a, b, atol=1e-6)
+    # Killed in epoch 2 and restarted: it finished that epoch, from step 5,
+    # and ended where the uninterrupted pair did.
+    for name in ("restarted0", "restarted1"):
+        assert json.loads((results[name] / "epochs.json").read_text()) == [1]
+        for a, b in zip(_weights(results[name]), _weights(results["worker0"])):
+            np.testing.assert_allclose(a, b, rtol=0, atol=1e-6)
 
     # Only the chief wrote to out_dir: one history row per epoch, not two.
-    out_dir = runs["worker0"][2]
-    assert sorted(os.listdir(out_dir)) == ["backup", "config.json", "history.csv", "logs", "model.keras"]
-    assert json.loads((out_dir / "backup" / "state.json").read_text())["epoch"] == 2
-    assert len((out_dir / "history.csv").read_text().splitlines()) == 1 + 2
+    for out_name in ("multi_worker_out", "killed_out"):
+        out_dir = tmp_path / out_name
+        assert sorted(os.listdir(out_dir)) == ["backup", "config.json", "history.csv", "logs", "model.keras"]
+        assert json.loads((out_dir / "backup" / "state.json").read_text())["epoch"] == 2
+        rows = (out_dir / "history.csv").read_text().splitlines()
+        assert [row.split(",")[0] for row in rows[1:]] == ["0", "1"]
 
     # The same global batches as one process, with the same token count in
     # every replica's share: equal up to float32 rounding of the sums.

@@ -1,9 +1,11 @@
-"""Kill `train` with SIGKILL and run the same command again.
+"""Kill `train` with SIGKILL and run the same call again: it ends as the uninterrupted run.
 
-Mid-epoch: the rerun resumes after the last backed-up epoch and ends with the
-weights of an uninterrupted run. During a write: the kill lands halfway
-through writing the best model or the backup (through the real write path,
-with Keras's own saver), and the previous file stays loadable.
+transformer_tiny with dropout 0.1, so the dropout seed generators' states
+matter. Mid-epoch: the rerun resumes at the batch after the last backup,
+trains exactly the remaining batches, and ends with the weights (bit for bit)
+and the history of an uninterrupted run. During a write: the kill lands
+halfway through writing the best model or a backup (through the real write
+path, with Keras's own saver), and the previous file stays loadable.
 """
 
 import json
@@ -23,22 +25,31 @@ from keras_tf.training import make_reverse_task
 from keras_tf.training.trainer import train
 
 RUN_TIMEOUT_S = 240
-# Two epochs of 8 batches; the subprocess and the reference share these.
-TRAIN_ARGS = dict(epochs=2, batch_size=32, learning_rate=3e-3, seed=7, jit_compile=False, verbose=0)
+CONFIG = get_preset("transformer_tiny", dropout=0.1).to_dict()
+# Two epochs of 8 batches, a backup every 3 steps (and at epoch ends); the
+# subprocess and the reference share these.
+TRAIN_ARGS = dict(
+    epochs=2, batch_size=32, learning_rate=3e-3, seed=7, jit_compile=False, verbose=0,
+    backup_every=3,
+)
+STEPS_PER_EPOCH = 8
 
 RUN = r"""
-import json, os, signal, sys, time
+import json, logging, os, signal, sys, time
 args = json.loads(sys.argv[1])
 import keras, numpy as np
 from keras_tf.training import make_reverse_task
 from keras_tf.training.trainer import train
+logging.basicConfig(level=logging.INFO, format="%(message)s")
 
-class PauseMidEpoch(keras.callbacks.Callback):
-    # Tells the test where it is, then waits to be killed.
+class Batches(keras.callbacks.Callback):
+    # Counts the batches trained; tells the test where it is, then waits to be killed.
+    trained = 0
     def on_epoch_begin(self, epoch, logs=None):
         self.epoch = epoch
     def on_train_batch_end(self, batch, logs=None):
-        if [self.epoch, batch] == args["pause_at"]:
+        Batches.trained += 1
+        if [self.epoch, batch] == args.get("pause_at"):
             open(args["marker"], "w").close()
             time.sleep(600)
 
@@ -57,26 +68,28 @@ if args.get("kill_in"):
     setattr(keras.Model, method, write_then_die)
 
 model, history = train(
-    "transformer_tiny", make_reverse_task(256), out_dir=args["out_dir"],
-    callbacks=[PauseMidEpoch()] if args.get("pause_at") else [], **args["train"]
+    args["config"], make_reverse_task(256), make_reverse_task(64, seed=1),
+    out_dir=args["out_dir"], callbacks=[Batches()], **args["train"]
 )
 np.savez(os.path.join(args["out_dir"], "final.npz"), *model.get_weights())
-with open(os.path.join(args["out_dir"], "epochs_run.json"), "w") as f:
-    json.dump(history.epoch, f)
+with open(os.path.join(args["out_dir"], "run.json"), "w") as f:
+    json.dump({"epochs": history.epoch, "batches": Batches.trained,
+               "iterations": int(model.optimizer.iterations)}, f)
 """
 
 
 class Run:
-    """The training command, run in a subprocess that is always cleaned up."""
+    """The training call, run in a subprocess that is always cleaned up."""
 
-    def __init__(self, tmp_path):
+    def __init__(self, tmp_path, **train_args):
         self.script = tmp_path / "run.py"
         self.script.write_text(RUN)
         self.out_dir = tmp_path / "out"
+        self.train_args = {**TRAIN_ARGS, **train_args}
 
     def start(self, **extra):
         env = {k: v for k, v in os.environ.items() if k != "TF_CONFIG"}
-        args = {"out_dir": str(self.out_dir), "train": TRAIN_ARGS, **extra}
+        args = {"out_dir": str(self.out_dir), "config": CONFIG, "train": self.train_args, **extra}
         return subprocess.Popen(
             [sys.executable, str(self.script), json.dumps(args)],
             env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
@@ -97,32 +110,40 @@ class Run:
         weights = np.load(self.out_dir / "final.npz")
         return [weights[f"arr_{i}"] for i in range(len(weights.files))]
 
-    def epochs_run(self):
-        return json.loads((self.out_dir / "epochs_run.json").read_text())
+    def summary(self):
+        return json.loads((self.out_dir / "run.json").read_text())
 
     def backup_state(self):
         return json.loads((self.out_dir / "backup" / "state.json").read_text())
 
+    def history_csv(self):
+        return (self.out_dir / "history.csv").read_text()
+
 
 @pytest.fixture(scope="module")
-def uninterrupted_weights(tmp_path_factory):
+def uninterrupted(tmp_path_factory):
+    """(weights, history.csv text) of the run never killed."""
     out_dir = tmp_path_factory.mktemp("uninterrupted")
-    model, _ = train("transformer_tiny", make_reverse_task(256), out_dir=str(out_dir), **TRAIN_ARGS)
-    return model.get_weights()
+    model, _ = train(
+        CONFIG, make_reverse_task(256), make_reverse_task(64, seed=1), out_dir=str(out_dir),
+        **TRAIN_ARGS,
+    )
+    return model.get_weights(), (out_dir / "history.csv").read_text()
 
 
-def _assert_same_weights(run, reference):
-    # The same batches in the same order from the same state: equal up to
-    # float32 rounding (in practice bit for bit).
-    for a, b in zip(run.final_weights(), reference):
-        np.testing.assert_allclose(a, b, atol=1e-6)
+def _assert_same_run(run, uninterrupted):
+    weights, history = uninterrupted
+    for a, b in zip(run.final_weights(), weights):
+        np.testing.assert_array_equal(a, b)
+    assert run.history_csv() == history
 
 
-def test_sigkill_mid_epoch_then_rerun_resumes(tmp_path, uninterrupted_weights):
+def test_sigkill_mid_epoch_then_rerun_resumes_at_the_next_batch(tmp_path, uninterrupted):
     run = Run(tmp_path)
     marker = tmp_path / "paused"
-    # Pause in the second epoch (index 1) after 5 of its 8 batches.
-    process = run.start(pause_at=[1, 4], marker=str(marker))
+    # Pause in the second epoch (index 1) after 6 of its 8 batches: step 14 of
+    # the run, two steps after the backup of step 12.
+    process = run.start(pause_at=[1, 5], marker=str(marker))
     try:
         deadline = time.monotonic() + RUN_TIMEOUT_S
         while not marker.exists():
@@ -136,18 +157,23 @@ def test_sigkill_mid_epoch_then_rerun_resumes(tmp_path, uninterrupted_weights):
             process.kill()
             process.wait()
     assert process.returncode == -signal.SIGKILL
-    assert run.backup_state()["epoch"] == 1
+    state = run.backup_state()
+    assert (state["epoch"], state["step"]) == (1, 4)
+    assert state["weights"] == "epoch-0001-step-000004.weights.h5"
+    assert len(state["seed_states"]) > 0 and state["metric_sums"] is not None
 
     returncode, output = run()
     assert returncode == 0, output[-3000:]
-    assert run.epochs_run() == [1]  # started at the epoch after the backup
-    rows = (run.out_dir / "history.csv").read_text().splitlines()[1:]
-    assert [row.split(",")[0] for row in rows] == ["0", "1"]
-    _assert_same_weights(run, uninterrupted_weights)
+    assert "after epoch 1 and 4 steps of epoch 2: continuing at step 5/8 of epoch 2/2" in output
+    summary = run.summary()
+    assert summary["epochs"] == [1]  # finished the epoch it was killed in
+    assert summary["batches"] == STEPS_PER_EPOCH - 4  # exactly the batches not backed up
+    assert summary["iterations"] == 2 * STEPS_PER_EPOCH
+    _assert_same_run(run, uninterrupted)
 
 
 def test_sigkill_while_writing_the_best_model_keeps_the_previous_one(tmp_path):
-    run = Run(tmp_path)
+    run = Run(tmp_path, backup_every=None)  # backups at epoch ends only
     returncode, output = run(kill_in="save")  # the second write: end of epoch 2
     assert returncode == -signal.SIGKILL, output[-3000:]
     partial = run.out_dir / ".partial-model.keras"
@@ -156,29 +182,32 @@ def test_sigkill_while_writing_the_best_model_keeps_the_previous_one(tmp_path):
 
     best = keras.models.load_model(run.out_dir / "model.keras")
     state = run.backup_state()
-    assert state["epoch"] == 1
+    assert (state["epoch"], state["step"]) == (1, 0)
     first_epoch = Seq2SeqTransformer(get_preset("transformer_tiny"))
     first_epoch.load_weights(run.out_dir / "backup" / state["weights"])
     for a, b in zip(best.get_weights(), first_epoch.get_weights()):
         np.testing.assert_array_equal(a, b)
 
 
-def test_sigkill_while_writing_the_backup_keeps_the_previous_one(tmp_path, uninterrupted_weights):
+def test_sigkill_while_writing_a_backup_resumes_from_the_previous_one(tmp_path, uninterrupted):
     run = Run(tmp_path)
-    returncode, output = run(kill_in="save_weights")  # the second backup: end of epoch 2
+    returncode, output = run(kill_in="save_weights")  # the second backup: step 6
     assert returncode == -signal.SIGKILL, output[-3000:]
-    partial = run.out_dir / "backup" / ".partial-epoch-0002.weights.h5"
+    partial = run.out_dir / "backup" / ".partial-epoch-0000-step-000006.weights.h5"
     with pytest.raises(Exception):
         Seq2SeqTransformer(get_preset("transformer_tiny")).load_weights(partial)
 
     state = run.backup_state()
-    assert state["epoch"] == 1
+    assert (state["epoch"], state["step"]) == (0, 3)
     Seq2SeqTransformer(get_preset("transformer_tiny")).load_weights(
         run.out_dir / "backup" / state["weights"]
     )
 
     returncode, output = run()
     assert returncode == 0, output[-3000:]
-    assert run.epochs_run() == [1]
+    assert "after epoch 0 and 3 steps of epoch 1: continuing at step 4/8 of epoch 1/2" in output
+    summary = run.summary()
+    assert summary["epochs"] == [0, 1]
+    assert summary["batches"] == 2 * STEPS_PER_EPOCH - 3
     assert sorted(os.listdir(run.out_dir / "backup")) == ["epoch-0002.weights.h5", "state.json"]
-    _assert_same_weights(run, uninterrupted_weights)
+    _assert_same_run(run, uninterrupted)

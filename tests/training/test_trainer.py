@@ -11,7 +11,7 @@ import tensorflow as tf
 import keras_tf.training  # noqa: F401  (registers the loss and metric for load_model)
 from keras_tf.models import TransformerConfig, get_preset
 from keras_tf.training import make_reverse_task
-from keras_tf.training.trainer import _shuffled_epochs, train
+from keras_tf.training.trainer import _fit_calls, _shuffled_epochs, _TrainingBatches, train
 
 FAST = dict(batch_size=32, learning_rate=3e-3, jit_compile=False, verbose=0)
 
@@ -34,8 +34,16 @@ def test_writes_files_then_a_rerun_restores_and_continues(tmp_path):
     state = json.loads((tmp_path / "backup" / "state.json").read_text())
     assert state == {
         "epoch": 2,
+        "step": 0,
+        "steps_per_epoch": 8,
         "weights": "epoch-0002.weights.h5",
         "best": pytest.approx(history.history["val_loss"][1]),
+        "seed_states": [],  # transformer_tiny has no dropout
+        "metric_sums": None,  # only an unfinished epoch needs them
+        "history": [
+            {"epoch": epoch, **{key: values[epoch] for key, values in history.history.items()}}
+            for epoch in (0, 1)
+        ],
     }
     assert sorted(os.listdir(tmp_path / "backup")) == ["epoch-0002.weights.h5", "state.json"]
     rows = (tmp_path / "history.csv").read_text().splitlines()
@@ -88,6 +96,48 @@ def test_epochs_are_permutations_keyed_on_seed_and_epoch():
         np.testing.assert_array_equal(inputs["x"], labels)  # rows stay together
 
 
+def _labels(dataset):
+    return [labels.numpy().tolist() for _, labels in dataset]
+
+
+def test_batches_from_any_position_continue_the_uninterrupted_sequence():
+    # Numpy data: 3 batches per epoch.
+    arrays = ({"x": np.arange(10)}, np.arange(10))
+    numpy_batches = _TrainingBatches(arrays, 3, None, seed=0, distributed=False)
+    whole, steps = numpy_batches.stream(0, 0, 3)
+    assert steps == 3
+    whole = _labels(whole)
+    rest, steps = numpy_batches.stream(1, 2, 2)  # epoch 1 after its first 2 steps
+    assert (steps, _labels(rest)) == (1, whole[5:6])
+
+    # An epoch function: passes of 4 batches, epochs of 3 steps read across them.
+    def epoch_batches(epoch):
+        return tf.data.Dataset.range(4).map(lambda i: ({"x": i}, epoch * 10 + i))
+
+    passes = _TrainingBatches(epoch_batches, None, 3, seed=0, distributed=False)
+    whole, steps = passes.stream(0, 0, 4)
+    assert steps == 3
+    assert _labels(whole) == [0, 1, 2, 3, 10, 11, 12, 13, 20, 21, 22, 23]
+    rest, steps = passes.stream(1, 2, 2)  # step 5 of the run: pass 1, batch 1
+    assert (steps, _labels(rest)) == (1, [11])
+    rest, _ = passes.stream(2, 0, 4)
+    assert _labels(rest) == [12, 13, 20, 21, 22, 23]
+
+
+def test_a_resume_inside_an_epoch_finishes_it_then_runs_the_others():
+    assert _fit_calls(0, 0, 3) == [(0, 0, 3)]
+    assert _fit_calls(1, 5, 3) == [(1, 5, 2), (2, 0, 3)]
+    assert _fit_calls(2, 5, 3) == [(2, 5, 3)]
+    assert _fit_calls(3, 0, 3) == []
+
+
+def test_refuses_a_backup_made_with_other_steps_per_epoch(tmp_path):
+    data = make_reverse_task(128)
+    train("transformer_tiny", data, out_dir=str(tmp_path), epochs=1, **FAST)  # 4 steps
+    with pytest.raises(ValueError, match=r"backup was made with 4 steps per epoch; this run has 2"):
+        train("transformer_tiny", data, out_dir=str(tmp_path), epochs=2, **{**FAST, "batch_size": 64})
+
+
 @pytest.mark.parametrize(
     "kwargs, error, message",
     [
@@ -99,7 +149,12 @@ def test_epochs_are_permutations_keyed_on_seed_and_epoch():
         (dict(steps_per_epoch=2), ValueError, "steps_per_epoch applies to a tf.data.Dataset"),
         (dict(model_config=3), TypeError, "model_config must be a TransformerConfig"),
         (dict(model_config="transformer_huge"), ValueError, "Unknown preset 'transformer_huge'"),
-        (dict(train_data=[1, 2, 3]), TypeError, "must be a tf.data.Dataset or a pair"),
+        (dict(train_data=[1, 2, 3]), TypeError,
+         "must be a tf.data.Dataset, a function epoch -> tf.data.Dataset or a pair"),
+        (dict(train_data=lambda epoch: [epoch], batch_size=None), TypeError,
+         "must return a tf.data.Dataset for an epoch; received list"),
+        (dict(backup_every=0), ValueError,
+         "backup_every must be a positive number of steps or None; received backup_every=0"),
     ],
 )
 def test_rejects_bad_arguments(tmp_path, kwargs, error, message):
