@@ -18,6 +18,7 @@ import contextlib
 import dataclasses
 import json
 import os
+import shutil
 import sys
 import tempfile
 
@@ -105,13 +106,19 @@ def _tokenizers_for(out_dir, train_corpus, options, write):
     directory = os.path.join(out_dir, TOKENIZERS_DIR)
     if os.path.exists(os.path.join(directory, "tokenizers.json")):
         return Seq2SeqTokenizers.load(directory), True
-    with _native_stderr_silenced():
-        tokenizers = Seq2SeqTokenizers.train(
-            train_corpus.sources,
-            train_corpus.targets,
-            kind=options["tokenizer"],
-            vocabulary_size=options["vocabulary_size"],
-        )
+    try:
+        with _native_stderr_silenced():
+            tokenizers = Seq2SeqTokenizers.train(
+                train_corpus.sources,
+                train_corpus.targets,
+                kind=options["tokenizer"],
+                vocabulary_size=options["vocabulary_size"],
+            )
+    except ValueError as error:
+        raise UserError(
+            f"--vocabulary-size {options['vocabulary_size']}: {str(error).rstrip('.')}; pass a smaller "
+            "size, or leave --vocabulary-size out to fit it to the corpus"
+        ) from None
     if write:
         # Saved under a temporary name and renamed: a kill leaves no half folder.
         staging = tempfile.mkdtemp(prefix=".partial-tokenizers-", dir=out_dir)
@@ -148,14 +155,38 @@ def check_same_options(out_dir, options):
         )
 
 
-def train_model_dir(
+def train_model_dir(out_dir, *args, **kwargs):
+    """Learn tokenizers, then train a preset with `keras_tf.training.train`; resume if begun.
+
+    A run that fails before its first epoch is backed up removes the
+    directory again if it made it: no half-made `--out` is left behind.
+    The arguments are those of `_train_model_dir`.
+    """
+    with _removed_if_no_epoch_finishes(out_dir):
+        return _train_model_dir(out_dir, *args, **kwargs)
+
+
+@contextlib.contextmanager
+def _removed_if_no_epoch_finishes(out_dir):
+    """Create `out_dir`; delete it if this call made it and fails before an epoch is backed up."""
+    created = not os.path.exists(out_dir)
+    os.makedirs(out_dir, exist_ok=True)
+    try:
+        yield
+    except BaseException:
+        if created and not os.path.exists(os.path.join(out_dir, "backup", "state.json")):
+            shutil.rmtree(out_dir, ignore_errors=True)
+        raise
+
+
+def _train_model_dir(
     out_dir,
     train_corpus,
     valid_corpus=None,
     *,
     preset="transformer_small",
     tokenizer="sentencepiece",
-    vocabulary_size=8000,
+    vocabulary_size=None,
     max_length=None,
     batch_size=64,
     epochs=10,
@@ -177,8 +208,9 @@ def train_model_dir(
         preset: a name in `keras_tf.models.PRESETS`.
         tokenizer: `"sentencepiece"` or `"wordpiece"`, one vocabulary shared
             by both sides.
-        vocabulary_size: the shared vocabulary size. The model's vocabulary
-            sizes are the tokenizers'.
+        vocabulary_size: the shared vocabulary size. Defaults to None: fitted
+            to the corpus (`keras_tf.text.auto_vocabulary_size`). The model's
+            vocabulary sizes are the tokenizers'.
         max_length: the longest source and target, in tokens. Defaults to
             None: the preset's.
         batch_size: pairs per batch.

@@ -45,8 +45,9 @@ def add_arguments(parser):
         "--batch-size", metavar="N", type=int_in_range(1), default=64, help="default: 64"
     )
     parser.add_argument(
-        "--vocabulary-size", metavar="N", type=int_in_range(5), default=8000,
-        help="shared source and target vocabulary; default: 8000",
+        "--vocabulary-size", metavar="N", type=int_in_range(5),
+        help="shared source and target vocabulary; default: fitted to the corpus "
+        "(a third of its distinct words, 256 to 8000)",
     )
     parser.add_argument(
         "--tokenizer", choices=TOKENIZERS, default="sentencepiece",

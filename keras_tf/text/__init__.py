@@ -29,7 +29,12 @@ from keras_tf.text.pipeline import (
     overlong_stats,
     padding_fraction,
 )
-from keras_tf.text.tokenizers import Seq2SeqTokenizers, train_sentencepiece, train_wordpiece
+from keras_tf.text.tokenizers import (
+    Seq2SeqTokenizers,
+    auto_vocabulary_size,
+    train_sentencepiece,
+    train_wordpiece,
+)
 
 __all__ = [
     "SKIP_REASONS",
@@ -38,6 +43,7 @@ __all__ = [
     "ParallelCorpus",
     "ReadStats",
     "Seq2SeqTokenizers",
+    "auto_vocabulary_size",
     "default_bucket_boundaries",
     "encode_source",
     "frame_source",
