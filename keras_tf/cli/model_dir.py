@@ -191,7 +191,7 @@ def _train_model_dir(
     batch_size=64,
     epochs=10,
     steps=None,
-    warmup_steps=4000,
+    warmup_steps=None,
     seed=0,
     mixed_precision=None,
     strategy="default",
@@ -217,7 +217,9 @@ def _train_model_dir(
         epochs: total epochs, counting those of an earlier, killed run.
         steps: batches per epoch; the data repeats as needed. Defaults to
             None: one pass over the training corpus.
-        warmup_steps: warm-up of the paper's learning-rate schedule.
+        warmup_steps: warm-up of the paper's learning-rate schedule. Defaults
+            to None: `keras_tf.training.planned_schedule`, whose warm-up is a
+            tenth of the planned steps.
         seed: seeds the weights and the shuffle.
         mixed_precision: None, `"mixed_bfloat16"` or `"mixed_float16"`.
         strategy: `"default"`, `"mirrored"` or `"multi-worker"`.

@@ -59,8 +59,9 @@ def add_arguments(parser):
         "default: the preset's",
     )
     parser.add_argument(
-        "--warmup-steps", metavar="N", type=int_in_range(1), default=4000,
-        help="warm-up of the paper's learning-rate schedule; default: 4000",
+        "--warmup-steps", metavar="N", type=int_in_range(1),
+        help="the paper's learning-rate schedule with this warm-up; default: a warm-up "
+        "of a tenth of the planned steps (at most 4000) to the paper's peak rate",
     )
     parser.add_argument(
         "--skip-bad-lines", action="store_true",

@@ -37,7 +37,8 @@ from keras_tf.training.distribute import (
 )
 from keras_tf.training.losses import MaskedSparseCategoricalCrossentropy
 from keras_tf.training.metrics import MaskedTokenAccuracy
-from keras_tf.training.schedules import transformer_adam
+from keras_tf.training.callbacks import LearningRateMonitor
+from keras_tf.training.schedules import TransformerSchedule, planned_schedule
 
 logger = logging.getLogger(__name__)
 
@@ -58,7 +59,7 @@ def train(
     strategy="default",
     mixed_precision=None,
     learning_rate=None,
-    warmup_steps=4000,
+    warmup_steps=None,
     label_smoothing=0.1,
     seed=0,
     jit_compile=True,
@@ -90,10 +91,16 @@ def train(
         mixed_precision: None (float32), `"mixed_bfloat16"` or
             `"mixed_float16"` (the optimizer is wrapped in a
             `LossScaleOptimizer`).
-        learning_rate: None for the paper's schedule
-            (`transformer_adam(d_model, warmup_steps)`), or a float or a
-            `LearningRateSchedule` for Adam(β1=0.9, β2=0.98, ε=1e-9).
-        warmup_steps: warm-up of the paper's schedule. Defaults to 4000.
+        learning_rate: None for a warm-up schedule (see `warmup_steps`), or
+            a float or a `LearningRateSchedule`, for Adam(β1=0.9, β2=0.98,
+            ε=1e-9).
+        warmup_steps: with `learning_rate=None`: None (default) for
+            `planned_schedule(d_model, epochs * steps per epoch)`, whose
+            warm-up is a tenth of the run, so even a short run reaches the
+            paper's peak; an int for the paper's schedule with that warm-up
+            (`transformer_adam(d_model, warmup_steps)`). The learning rate
+            goes to the logs (`LearningRateMonitor`), and a run that ends
+            inside its warm-up logs a warning.
         label_smoothing: ε of the loss. Defaults to 0.1, the paper's value.
         seed: seeds the weights and the numpy-data shuffle. Defaults to 0.
         jit_compile: compile the train step with XLA. Defaults to True; turned
@@ -114,7 +121,7 @@ def train(
         >>> model, history = train("transformer_tiny", data, out_dir=tempfile.mkdtemp(),
         ...     epochs=2, batch_size=64, learning_rate=3e-3, verbose=0)
         >>> sorted(history.history)
-        ['loss', 'masked_accuracy']
+        ['learning_rate', 'loss', 'masked_accuracy']
     """
     # A multi-worker strategy must exist before any other TensorFlow op.
     strategy = make_strategy(strategy)
@@ -144,10 +151,11 @@ def train(
             drop_remainder=distributed, distributed=distributed, name="valid_data",
         )
 
+    schedule = _schedule(config, learning_rate, warmup_steps, epochs, steps_per_epoch, train_set)
     with strategy.scope():
         model = Seq2SeqTransformer(config, dtype=mixed_precision)
         model.compile(
-            optimizer=_make_optimizer(config, learning_rate, warmup_steps, mixed_precision),
+            optimizer=_make_optimizer(schedule, mixed_precision),
             loss=MaskedSparseCategoricalCrossentropy(label_smoothing=label_smoothing),
             metrics=[MaskedTokenAccuracy()],
             jit_compile=resolve_jit_compile(jit_compile, strategy),
@@ -175,6 +183,7 @@ def train(
         monitor = "val_loss" if valid_set is not None else "loss"
         builtin = [
             keras.callbacks.TerminateOnNaN(raise_error=True),  # keeps the last good backup
+            LearningRateMonitor(getattr(schedule, "warmup_steps", None)),
             _Checkpointer(write_dir, monitor=monitor, best=best),
             keras.callbacks.CSVLogger(os.path.join(write_dir, "history.csv"), append=True),
         ]
@@ -208,13 +217,24 @@ def _as_config(model_config):
     )
 
 
-def _make_optimizer(config, learning_rate, warmup_steps, mixed_precision):
-    if learning_rate is None:
-        optimizer = transformer_adam(config.d_model, warmup_steps)
-    else:
-        optimizer = keras.optimizers.Adam(
-            learning_rate, beta_1=0.9, beta_2=0.98, epsilon=1e-9
+def _schedule(config, learning_rate, warmup_steps, epochs, steps_per_epoch, train_set):
+    """The learning rate (a float or a `LearningRateSchedule`) for `train`'s arguments."""
+    if learning_rate is not None:
+        return learning_rate
+    if warmup_steps is not None:
+        return TransformerSchedule(config.d_model, warmup_steps)
+    steps = steps_per_epoch or int(train_set.cardinality())
+    if steps < 1:
+        raise ValueError(
+            "The default learning-rate schedule follows the planned number of steps; "
+            "train_data has no known length, so pass steps_per_epoch or warmup_steps"
         )
+    return planned_schedule(config.d_model, epochs * steps)
+
+
+def _make_optimizer(learning_rate, mixed_precision):
+    # Adam with the paper's β2 and ε (section 5.3), whatever the schedule.
+    optimizer = keras.optimizers.Adam(learning_rate, beta_1=0.9, beta_2=0.98, epsilon=1e-9)
     if mixed_precision == "mixed_float16":
         # float16 gradients underflow without loss scaling. `compile` would
         # wrap the optimizer itself only if the model's own policy were
