@@ -188,7 +188,8 @@ def _train_model_dir(
     tokenizer="sentencepiece",
     vocabulary_size=None,
     max_length=None,
-    batch_size=64,
+    batch_size=None,
+    batch_tokens=None,
     epochs=10,
     steps=None,
     warmup_steps=None,
@@ -213,7 +214,10 @@ def _train_model_dir(
             vocabulary sizes are the tokenizers'.
         max_length: the longest source and target, in tokens. Defaults to
             None: the preset's.
-        batch_size: pairs per batch.
+        batch_size: pairs per batch, instead of `batch_tokens`.
+        batch_tokens: the token budget of a batch (see
+            `keras_tf.text.make_dataset`). With neither given,
+            `keras_tf.text.pipeline.DEFAULT_BATCH_TOKENS`.
         epochs: total epochs, counting those of an earlier, killed run.
         steps: batches per epoch; the data repeats as needed. Defaults to
             None: one pass over the training corpus.
@@ -230,11 +234,24 @@ def _train_model_dir(
     """
     from keras_tf.models import get_preset
     from keras_tf.text import make_dataset
+    from keras_tf.text.pipeline import DEFAULT_BATCH_TOKENS
     from keras_tf.training.distribute import is_chief, make_strategy
     from keras_tf.training.trainer import train
 
     check_preset(preset)
     base = get_preset(preset)
+    if batch_size is not None and batch_tokens is not None:
+        raise UserError(
+            f"--batch-size {batch_size} and --batch-tokens {batch_tokens}: give one of them"
+        )
+    if batch_size is None and batch_tokens is None:
+        batch_tokens = DEFAULT_BATCH_TOKENS
+    longest = max_length or max(base.max_source_length, base.max_target_length)
+    if batch_tokens is not None and batch_tokens < longest:
+        raise UserError(
+            f"--batch-tokens {batch_tokens}: a batch must hold one pair of the longest "
+            f"length, {longest} tokens (--max-length)"
+        )
     options = {
         "preset": preset,
         "tokenizer": tokenizer,
@@ -242,6 +259,7 @@ def _train_model_dir(
         "max_length": max_length,
         "mixed_precision": mixed_precision,
         "batch_size": batch_size,
+        "batch_tokens": batch_tokens,
         "epochs": epochs,
         "steps": steps,
         "warmup_steps": warmup_steps,
@@ -271,6 +289,7 @@ def _train_model_dir(
     )
     data_options = dict(
         batch_size=batch_size,
+        batch_tokens=batch_tokens,
         max_source_length=max_length,
         max_target_length=max_length,
         bucket_boundaries=bucket_boundaries(max_length),

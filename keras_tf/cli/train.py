@@ -42,7 +42,13 @@ def add_arguments(parser):
         help="batches per epoch (the data repeats); default: one pass over --train",
     )
     parser.add_argument(
-        "--batch-size", metavar="N", type=int_in_range(1), default=64, help="default: 64"
+        "--batch-tokens", metavar="N", type=int_in_range(2),
+        help="batches of at most N token positions (pairs times the padded length), "
+        "as fairseq and OpenNMT batch; default: 2048",
+    )
+    parser.add_argument(
+        "--batch-size", metavar="N", type=int_in_range(1),
+        help="batches of N pairs instead of a token budget",
     )
     parser.add_argument(
         "--vocabulary-size", metavar="N", type=int_in_range(5),
@@ -111,6 +117,7 @@ def run(args):
         vocabulary_size=args.vocabulary_size,
         max_length=args.max_length,
         batch_size=args.batch_size,
+        batch_tokens=args.batch_tokens,
         epochs=args.epochs,
         steps=args.steps,
         warmup_steps=args.warmup_steps,

@@ -37,6 +37,10 @@ logger = logging.getLogger("keras_tf.text")
 
 OVERLONG_CHOICES = ("truncate", "filter")
 
+# The token budget of a batch when neither a budget nor a batch size is given
+# (keras-tf train): 32 pairs padded to 64 tokens, 128 pairs of 16.
+DEFAULT_BATCH_TOKENS = 2048
+
 # Sentences are tokenized this many at a time before the per-pair stages.
 _TOKENIZE_BATCH = 1024
 
@@ -264,7 +268,8 @@ def make_dataset(
     corpus,
     tokenizers,
     *,
-    batch_size,
+    batch_size=None,
+    batch_tokens=None,
     max_source_length,
     max_target_length,
     overlong="truncate",
@@ -280,7 +285,12 @@ def make_dataset(
     memory when this function runs; every epoch then reshuffles the cached
     pairs, buckets and pads them. Every pair of the corpus appears exactly
     once per epoch (less the over-long ones with `overlong="filter"`); the
-    last batch of each bucket may be smaller than `batch_size`.
+    last batch of each bucket may be smaller than the others.
+
+    A batch holds either `batch_size` pairs, or, with `batch_tokens`, as
+    many pairs as fit the token budget, as OpenNMT and fairseq batch: a
+    bucket padded to length L gets `batch_tokens // L` pairs a batch, so
+    `batch * max(S, T) <= batch_tokens` for every batch, padding included.
 
     For a fixed `seed` (and global seed, `tf.random.set_seed`) the sequence
     of batches is the same from run to run, epoch by epoch.
@@ -288,7 +298,10 @@ def make_dataset(
     Args:
         corpus: a `ParallelCorpus` (see `keras_tf.text.corpora`).
         tokenizers: a `Seq2SeqTokenizers`.
-        batch_size: int, pairs per batch.
+        batch_size: int, pairs per batch. Give it or `batch_tokens`.
+        batch_tokens: int, the most token positions (padded pairs times the
+            longer padded side) per batch; at least the longest sequence,
+            `max(max_source_length, max_target_length)`.
         max_source_length: int >= 2, the longest `encoder_tokens`.
         max_target_length: int >= 2, the longest `decoder_tokens`/labels.
         overlong: `"truncate"` (default) or `"filter"`; see the module
@@ -329,11 +342,8 @@ def make_dataset(
     _check_overlong(overlong)
     _check_max_length("max_source_length", max_source_length)
     _check_max_length("max_target_length", max_target_length)
-    if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
-        raise ValueError(
-            f"batch_size must be a positive integer; received batch_size={batch_size!r}"
-        )
     max_length = max(max_source_length, max_target_length)
+    _check_batching(batch_size, batch_tokens, max_length)
     if bucket_boundaries is None:
         bucket_boundaries = default_bucket_boundaries(max_length)
     bucket_boundaries = list(bucket_boundaries)
@@ -352,6 +362,12 @@ def make_dataset(
 
     if not bucketing:
         bucket_boundaries = [max_length]
+    # Pairs per batch, by bucket: the padded length of a bucket is its
+    # boundary, capped at the longest sequence.
+    bucket_batch_sizes = [
+        batch_size or max(1, batch_tokens // min(bound, max_length))
+        for bound in bucket_boundaries
+    ]
     tokenized = _tokenized(
         corpus, tokenizers, max_source_length, max_target_length, bucket_boundaries
     ).cache()
@@ -360,13 +376,14 @@ def make_dataset(
     stats = _count_overlong(source_len, target_len, max_source_length, max_target_length, overlong)
     (logger.warning if stats.overlong else logger.info)("%s", stats)
     # The number of batches per epoch does not depend on the shuffle: each
-    # bucket of n pairs gives ceil(n / batch_size) batches.
+    # bucket of n pairs gives ceil(n / its batch size) batches.
     if overlong == "filter":
         source_over, target_over = _overlong(
             source_len, target_len, max_source_length, max_target_length
         )
         buckets = buckets[~(source_over | target_over)]
-    batches = int(sum(-(-count // batch_size) for count in np.bincount(buckets)))
+    counts = np.bincount(buckets, minlength=len(bucket_boundaries))
+    batches = int(sum(-(-count // size) for count, size in zip(counts, bucket_batch_sizes)))
 
     dataset = tokenized
     if shuffle:
@@ -392,17 +409,18 @@ def make_dataset(
     padding_values = (PAD_ID, PAD_ID, PAD_ID, 0, 0, tf.constant(0, tf.int64))
     if not bucketing:
         dataset = dataset.padded_batch(
-            batch_size,
+            bucket_batch_sizes[0],
             padded_shapes=padded_shapes(max_source_length, max_target_length),
             padding_values=padding_values,
         )
     else:
         boundaries = tf.constant(bucket_boundaries, tf.int32)
+        sizes = tf.constant(bucket_batch_sizes, tf.int64)
 
         def batch_bucket(key, window):
             bound = tf.cast(tf.gather(boundaries, key), tf.int64)
             return window.padded_batch(
-                batch_size,
+                tf.gather(sizes, key),
                 padded_shapes=padded_shapes(
                     tf.minimum(bound, max_source_length), tf.minimum(bound, max_target_length)
                 ),
@@ -410,7 +428,9 @@ def make_dataset(
             )
 
         dataset = dataset.group_by_window(
-            lambda *element: element[5], batch_bucket, window_size=batch_size
+            lambda *element: element[5],
+            batch_bucket,
+            window_size_func=lambda key: tf.gather(sizes, key),
         )
     dataset = dataset.map(
         lambda encoder, decoder, labels, source_len, target_len, bucket: (
@@ -424,6 +444,22 @@ def make_dataset(
     options = tf.data.Options()
     options.deterministic = True
     return dataset.with_options(options).prefetch(tf.data.AUTOTUNE)
+
+
+def _check_batching(batch_size, batch_tokens, max_length):
+    if (batch_size is None) == (batch_tokens is None):
+        raise ValueError(
+            "Give one of batch_size (pairs) and batch_tokens (a token budget); received "
+            f"batch_size={batch_size!r}, batch_tokens={batch_tokens!r}"
+        )
+    for name, value, low in (("batch_size", batch_size, 1), ("batch_tokens", batch_tokens, max_length)):
+        if value is not None and (
+            not isinstance(value, int) or isinstance(value, bool) or value < low
+        ):
+            reason = "a positive integer" if low == 1 else (
+                f"an integer >= the longest sequence ({low} tokens), so every pair fits"
+            )
+            raise ValueError(f"{name} must be {reason}; received {name}={value!r}")
 
 
 def padding_fraction(dataset):

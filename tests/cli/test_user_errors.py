@@ -50,6 +50,12 @@ CASES = {
     "vocabulary too large": (["train", "--train", "{train}", "--out", "{tmp}/run",
                               "--vocabulary-size", "5000"],
                              "--vocabulary-size 5000: SentencePiece cannot learn"),
+    "both batch options": (["train", "--train", "{train}", "--out", "{tmp}/run",
+                            "--batch-size", "8", "--batch-tokens", "512"],
+                           "--batch-size 8 and --batch-tokens 512: give one of them"),
+    "token budget below a pair": (["train", "--train", "{train}", "--out", "{tmp}/run",
+                                   "--batch-tokens", "32"],
+                                  "--batch-tokens 32: a batch must hold one pair"),
     "unknown command": (["frobnicate"], "invalid choice: 'frobnicate'"),
     "no command": ([], "required: COMMAND"),
 }

@@ -277,3 +277,36 @@ def test_mirrored_strategy(corpus, tokenizers):
 def test_cardinality_is_the_number_of_batches(corpus, tokenizers, options):
     dataset = build(corpus, tokenizers, **options)
     assert int(dataset.cardinality()) == len(as_numpy(dataset)) > 0
+
+
+@pytest.mark.parametrize(
+    "bucketing, pad_to_bucket_boundary, budget",
+    [(True, True, 96), (True, False, 96), (False, True, 100), (True, True, 24)],
+)
+def test_token_batches_keep_their_budget_and_every_pair(
+    corpus, tokenizers, bucketing, pad_to_bucket_boundary, budget
+):
+    dataset = build(
+        corpus, tokenizers, batch_size=None, batch_tokens=budget, bucketing=bucketing,
+        pad_to_bucket_boundary=pad_to_bucket_boundary,
+    )
+    batches = as_numpy(dataset)
+    assert len(batches) == int(dataset.cardinality())
+    for encoder, decoder, _ in batches:
+        rows = encoder.shape[0]
+        assert rows * max(encoder.shape[1], decoder.shape[1]) <= budget
+    if bucketing and pad_to_bucket_boundary:
+        # Short buckets hold more pairs: 96 // 8 = 12 pairs of 8 tokens, 96 // 24 = 4 of 24.
+        sizes = collections.defaultdict(int)
+        for encoder, _, _ in batches:
+            sizes[encoder.shape[1]] = max(sizes[encoder.shape[1]], encoder.shape[0])
+        assert budget != 96 or dict(sizes) == {8: 12, 16: 6, 24: 4}
+    assert epoch_pairs(dataset) == expected_pairs(corpus, tokenizers)
+
+
+def test_token_budget_is_checked(corpus, tokenizers):
+    with pytest.raises(ValueError, match=r"batch_tokens must be an integer >= the longest "
+                                         r"sequence \(24 tokens\).*received batch_tokens=20"):
+        build(corpus, tokenizers, batch_size=None, batch_tokens=20)
+    with pytest.raises(ValueError, match="received batch_size=16, batch_tokens=64"):
+        build(corpus, tokenizers, batch_tokens=64)
