@@ -18,6 +18,8 @@ MODULES = [
     "keras_tf.training.metrics",
     "keras_tf.training.schedules",
     "keras_tf.training.reverse_task",
+    "keras_tf.training.bleu",
+    "keras_tf.training.callbacks",
 ]
 
 

@@ -4,7 +4,8 @@
       options.json   the options the directory was made with       (this module)
       tokenizers/    Seq2SeqTokenizers.save                         (this module)
       config.json    the TransformerConfig                          (keras_tf.training.train)
-      model.keras    the best model so far on the validation loss   (train)
+      model.keras    the best model so far on the validation BLEU   (train)
+                     (or loss: --keep-best loss)
       backup/        the last finished epoch, for resuming          (train)
       history.csv    one row per finished epoch                     (train)
       logs/          TensorBoard summaries (train)
@@ -196,6 +197,8 @@ def _train_model_dir(
     seed=0,
     mixed_precision=None,
     strategy="default",
+    keep_best=None,
+    early_stopping=None,
     verbose="auto",
 ):
     """Learn tokenizers, then train a preset with `keras_tf.training.train`; resume if begun.
@@ -227,6 +230,12 @@ def _train_model_dir(
         seed: seeds the weights and the shuffle.
         mixed_precision: None, `"mixed_bfloat16"` or `"mixed_float16"`.
         strategy: `"default"`, `"mirrored"` or `"multi-worker"`.
+        keep_best: `"bleu"` or `"loss"`, the validation quantity that picks
+            `model.keras`. Defaults to None: `"bleu"` with a validation
+            corpus (each epoch greedy-decodes it and logs BLEU and chrF),
+            else `"loss"` (the training loss).
+        early_stopping: stop after this many epochs without a gain in the
+            `keep_best` quantity. Defaults to None: never.
         verbose: passed to `model.fit`.
 
     Returns:
@@ -300,6 +309,17 @@ def _train_model_dir(
     valid_set = None
     if valid_corpus is not None:
         valid_set = make_dataset(valid_corpus, tokenizers, shuffle=False, **data_options)
+    validation_bleu = None
+    if keep_best is None:
+        keep_best = "bleu" if valid_corpus is not None else "loss"
+    if keep_best == "bleu":
+        if valid_corpus is None:
+            raise UserError("--keep-best bleu: needs --valid, the corpus to score")
+        import sacrebleu  # noqa: F401  (a missing demo extra fails now, not after an epoch)
+
+        from keras_tf.training.bleu import ValidationBleu
+
+        validation_bleu = ValidationBleu(valid_corpus.sources, valid_corpus.targets, tokenizers)
     if chief:
         _write_json(os.path.join(out_dir, OPTIONS_FILE), options)
     return train(
@@ -313,6 +333,9 @@ def _train_model_dir(
         mixed_precision=mixed_precision,
         warmup_steps=warmup_steps,
         seed=seed,
+        validation_bleu=validation_bleu,
+        keep_best=keep_best,
+        early_stopping=early_stopping,
         verbose=verbose,
     )
 

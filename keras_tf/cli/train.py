@@ -70,6 +70,15 @@ def add_arguments(parser):
         "of a tenth of the planned steps (at most 4000) to the paper's peak rate",
     )
     parser.add_argument(
+        "--keep-best", choices=("bleu", "loss"),
+        help="what picks DIR/model.keras: the validation BLEU (the default with --valid; "
+        "each epoch greedy-decodes --valid and logs BLEU and chrF) or the loss",
+    )
+    parser.add_argument(
+        "--early-stopping", metavar="N", type=int_in_range(1),
+        help="stop after N epochs without a gain in the --keep-best quantity",
+    )
+    parser.add_argument(
         "--skip-bad-lines", action="store_true",
         help="skip malformed TSV lines (and report their count) instead of stopping",
     )
@@ -124,6 +133,8 @@ def run(args):
         seed=args.seed,
         mixed_precision=mixed_precision,
         strategy=args.strategy,
+        keep_best=args.keep_best,
+        early_stopping=args.early_stopping,
         # A progress bar in a terminal, one line per epoch in a log file.
         verbose="auto" if sys.stdout.isatty() else 2,
     )

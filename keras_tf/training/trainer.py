@@ -37,6 +37,7 @@ from keras_tf.training.distribute import (
 )
 from keras_tf.training.losses import MaskedSparseCategoricalCrossentropy
 from keras_tf.training.metrics import MaskedTokenAccuracy
+from keras_tf.training.bleu import KEEP_BEST
 from keras_tf.training.callbacks import LearningRateMonitor
 from keras_tf.training.schedules import TransformerSchedule, planned_schedule
 
@@ -63,6 +64,9 @@ def train(
     label_smoothing=0.1,
     seed=0,
     jit_compile=True,
+    validation_bleu=None,
+    keep_best="loss",
+    early_stopping=None,
     callbacks=(),
     verbose="auto",
 ):
@@ -106,6 +110,15 @@ def train(
         jit_compile: compile the train step with XLA. Defaults to True; turned
             off, with a warning, under strategies with several replicas,
             where XLA cannot compile Keras's step.
+        validation_bleu: a `keras_tf.training.bleu.ValidationBleu`, which
+            adds `val_bleu` and `val_chrf` to each epoch's logs (progress
+            bar, `history.csv`, TensorBoard). Defaults to None.
+        keep_best: `"loss"` (default) keeps in `model.keras` the model of
+            the lowest validation loss (training loss without
+            `valid_data`); `"bleu"` that of the highest `val_bleu`, which
+            needs `validation_bleu`.
+        early_stopping: int N: stop after N epochs without a gain in the
+            `keep_best` quantity. Defaults to None: run every epoch.
         callbacks: extra Keras callbacks, run after the built-in ones.
         verbose: passed to `model.fit`.
 
@@ -133,6 +146,14 @@ def train(
         )
     if not isinstance(epochs, int) or epochs < 1:
         raise ValueError(f"epochs must be a positive integer; received {epochs!r}")
+    if keep_best not in KEEP_BEST:
+        raise ValueError(f"keep_best must be one of {sorted(KEEP_BEST)}; received {keep_best!r}")
+    if keep_best == "bleu" and validation_bleu is None:
+        raise ValueError("keep_best='bleu' needs validation_bleu, a ValidationBleu callback")
+    if early_stopping is not None and (not isinstance(early_stopping, int) or early_stopping < 1):
+        raise ValueError(
+            f"early_stopping must be a positive integer; received early_stopping={early_stopping!r}"
+        )
     keras.utils.set_random_seed(seed)
 
     backup_dir = os.path.join(out_dir, "backup")
@@ -180,14 +201,23 @@ def train(
             os.path.join(write_dir, "config.json"),
             lambda path: _write_text(path, json.dumps(config.to_dict(), indent=2)),
         )
-        monitor = "val_loss" if valid_set is not None else "loss"
+        monitor, mode = KEEP_BEST[keep_best]
+        if valid_set is None and keep_best == "loss":
+            monitor = "loss"
+        if state is None:
+            best = math.inf if mode == "min" else -math.inf
         builtin = [
             keras.callbacks.TerminateOnNaN(raise_error=True),  # keeps the last good backup
             LearningRateMonitor(getattr(schedule, "warmup_steps", None)),
-            _Checkpointer(write_dir, monitor=monitor, best=best),
+            *([validation_bleu] if validation_bleu is not None else []),
+            _Checkpointer(write_dir, monitor=monitor, best=best, mode=mode),
             keras.callbacks.CSVLogger(os.path.join(write_dir, "history.csv"), append=True),
         ]
         builtin.append(keras.callbacks.TensorBoard(os.path.join(write_dir, "logs")))
+        if early_stopping is not None:
+            builtin.append(
+                keras.callbacks.EarlyStopping(monitor=monitor, mode=mode, patience=early_stopping)
+            )
         history = model.fit(
             train_set,
             validation_data=valid_set,
@@ -335,16 +365,20 @@ class _Checkpointer(keras.callbacks.Callback):
     a resumed run keeps comparing against it.
     """
 
-    def __init__(self, directory, monitor, best):
+    def __init__(self, directory, monitor, best, mode="min"):
         super().__init__()
         self.model_path = os.path.join(directory, "model.keras")
         self.backup_dir = os.path.join(directory, "backup")
         self.monitor = monitor
         self.best = best
+        self.mode = mode
 
     def on_epoch_end(self, epoch, logs=None):
         value = (logs or {}).get(self.monitor)
-        if value is not None and value < self.best:
+        better = value is not None and (
+            value < self.best if self.mode == "min" else value > self.best
+        )
+        if better:
             self.best = float(value)
             _write_atomically(self.model_path, self.model.save)
         self._back_up(epochs_done=epoch + 1)
