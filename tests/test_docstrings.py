@@ -20,6 +20,7 @@ MODULES = [
     "keras_tf.training.reverse_task",
     "keras_tf.training.bleu",
     "keras_tf.training.callbacks",
+    "keras_tf.training.averaging",
 ]
 
 

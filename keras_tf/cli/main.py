@@ -5,6 +5,7 @@
     keras-tf evaluate --model DIR --test FILE    sacreBLEU BLEU and chrF on a held-out TSV
     keras-tf translate --model DIR               stdin -> stdout, one line out per line in
     keras-tf export --model DIR --out BASE/NAME/VERSION
+    keras-tf average --model DIR --last N --out DIR2   the mean of the last N epochs' weights
     keras-tf attention --model DIR --text "..." --out map.png
     keras-tf plot-encoding --out pe.png
 
@@ -21,6 +22,7 @@ import sys
 
 from keras_tf.cli import (
     attention,
+    average,
     demo,
     evaluate,
     export,
@@ -39,6 +41,7 @@ COMMANDS = {
     "evaluate": evaluate,
     "translate": translate,
     "export": export,
+    "average": average,
     "attention": attention,
     "plot-encoding": plot_encoding,
 }

@@ -199,6 +199,8 @@ def _train_model_dir(
     strategy="default",
     keep_best=None,
     early_stopping=None,
+    keep_checkpoints=1,
+    init_from=None,
     verbose="auto",
 ):
     """Learn tokenizers, then train a preset with `keras_tf.training.train`; resume if begun.
@@ -236,6 +238,12 @@ def _train_model_dir(
             else `"loss"` (the training loss).
         early_stopping: stop after this many epochs without a gain in the
             `keep_best` quantity. Defaults to None: never.
+        keep_checkpoints: keep the weights of the last N epochs in
+            `backup/`, for `average_model_dir`. Defaults to 1.
+        init_from: a model directory to fine-tune: its tokenizers, its
+            config and its weights are the start, and `preset`,
+            `tokenizer`, `vocabulary_size` and `max_length` are ignored.
+            Defaults to None: learn tokenizers, fresh weights.
         verbose: passed to `model.fit`.
 
     Returns:
@@ -249,6 +257,14 @@ def _train_model_dir(
 
     check_preset(preset)
     base = get_preset(preset)
+    initial = None
+    if init_from is not None:
+        # Fine-tuning: the given model's tokenizers and config, whatever the options say.
+        initial = load_model_dir(init_from)
+        base = initial.model.config
+        preset, tokenizer = f"init-from {init_from}", initial.tokenizers.kind
+        vocabulary_size = initial.tokenizers.source_vocabulary_size
+        max_length = max(base.max_source_length, base.max_target_length)
     if batch_size is not None and batch_tokens is not None:
         raise UserError(
             f"--batch-size {batch_size} and --batch-tokens {batch_tokens}: give one of them"
@@ -282,13 +298,25 @@ def _train_model_dir(
     # which learning the tokenizers runs.
     strategy = make_strategy(strategy)
     chief = is_chief(strategy)
-    # Every worker learns the same tokenizers from the same corpus; the chief saves them.
-    tokenizers, reused = _tokenizers_for(out_dir, train_corpus, options, write=chief)
-    print(
-        f"{'Reusing' if reused else 'Learned'} {tokenizer} tokenizers: "
-        f"{tokenizers.source_vocabulary_size} shared ids in {out_dir}/{TOKENIZERS_DIR}",
-        file=sys.stderr,
-    )
+    if initial is not None:
+        tokenizers = initial.tokenizers
+        if chief and not os.path.exists(os.path.join(out_dir, TOKENIZERS_DIR)):
+            shutil.copytree(os.path.join(init_from, TOKENIZERS_DIR),
+                            os.path.join(out_dir, TOKENIZERS_DIR))
+        print(
+            f"Fine-tuning {init_from}/{MODEL_FILE}: its {tokenizer} tokenizers "
+            f"({tokenizers.source_vocabulary_size} ids) and its config, not --preset, "
+            "--tokenizer, --vocabulary-size or --max-length",
+            file=sys.stderr,
+        )
+    else:
+        # Every worker learns the same tokenizers from the same corpus; the chief saves them.
+        tokenizers, reused = _tokenizers_for(out_dir, train_corpus, options, write=chief)
+        print(
+            f"{'Reusing' if reused else 'Learned'} {tokenizer} tokenizers: "
+            f"{tokenizers.source_vocabulary_size} shared ids in {out_dir}/{TOKENIZERS_DIR}",
+            file=sys.stderr,
+        )
     max_length = max_length or max(base.max_source_length, base.max_target_length)
     config = base.replace(
         source_vocabulary_size=tokenizers.source_vocabulary_size,
@@ -336,18 +364,53 @@ def _train_model_dir(
         validation_bleu=validation_bleu,
         keep_best=keep_best,
         early_stopping=early_stopping,
+        keep_checkpoints=keep_checkpoints,
+        initial_model=initial.model if initial is not None else None,
         verbose=verbose,
     )
 
 
-def check_model_dir(path):
+def average_model_dir(model_dir, last, out_dir):
+    """Write `out_dir`: `model_dir` with its model the mean of its last `last` epoch checkpoints.
+
+    Returns:
+        The epochs averaged, oldest first.
+    """
+    import keras
+
+    import keras_tf.models  # noqa: F401  (registers the model for loading)
+    from keras_tf.training.averaging import average_checkpoints, epoch_checkpoints
+
+    check_model_dir(model_dir)
+    backup = os.path.join(model_dir, "backup")
+    checkpoints = epoch_checkpoints(backup) if os.path.isdir(backup) else []
+    if len(checkpoints) < last:
+        raise UserError(
+            f"--last {last}: {backup} holds {len(checkpoints)} epoch checkpoint(s); "
+            f"train with --keep-checkpoints {last} to keep them"
+        )
+    if os.path.exists(out_dir):
+        raise UserError(f"--out: {out_dir} exists; averaging writes a new model directory")
+    checkpoints = checkpoints[-last:]
+    with _removed_if_no_epoch_finishes(out_dir):
+        model = keras.models.load_model(os.path.join(model_dir, MODEL_FILE), compile=False)
+        average_checkpoints(model, [path for _, path in checkpoints])
+        shutil.copytree(os.path.join(model_dir, TOKENIZERS_DIR), os.path.join(out_dir, TOKENIZERS_DIR))
+        for name in (OPTIONS_FILE, CONFIG_FILE):
+            if os.path.exists(os.path.join(model_dir, name)):
+                shutil.copy(os.path.join(model_dir, name), os.path.join(out_dir, name))
+        model.save(os.path.join(out_dir, MODEL_FILE))
+    return [epoch for epoch, _ in checkpoints]
+
+
+def check_model_dir(path, option="--model"):
     """Raise `UserError` unless `path` holds a trained model and its tokenizers."""
     if not os.path.isdir(path):
-        raise UserError(f"--model: no such directory: {path}")
+        raise UserError(f"{option}: no such directory: {path}")
     for name in (MODEL_FILE, os.path.join(TOKENIZERS_DIR, "tokenizers.json")):
         if not os.path.isfile(os.path.join(path, name)):
             raise UserError(
-                f"--model: {path} is not a keras-tf model directory (no {name}); "
+                f"{option}: {path} is not a keras-tf model directory (no {name}); "
                 "`keras-tf train --out DIR` writes one"
             )
 

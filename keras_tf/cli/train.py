@@ -79,6 +79,17 @@ def add_arguments(parser):
         help="stop after N epochs without a gain in the --keep-best quantity",
     )
     parser.add_argument(
+        "--init-from", metavar="DIR",
+        help="fine-tune the model of this model directory (from keras-tf train or "
+        "average): its tokenizers, config and weights; --preset, --tokenizer, "
+        "--vocabulary-size and --max-length are then ignored",
+    )
+    parser.add_argument(
+        "--keep-checkpoints", metavar="N", type=int_in_range(1), default=1,
+        help="keep the weights of the last N epochs in DIR/backup, for keras-tf average; "
+        "default: 1",
+    )
+    parser.add_argument(
         "--skip-bad-lines", action="store_true",
         help="skip malformed TSV lines (and report their count) instead of stopping",
     )
@@ -97,21 +108,29 @@ def add_arguments(parser):
 
 def run(args):
     from keras_tf.cli.corpus_files import read_tsv_option
-    from keras_tf.cli.model_dir import check_preset, check_same_options, train_model_dir
+    from keras_tf.cli.model_dir import (
+        check_model_dir,
+        check_preset,
+        check_same_options,
+        train_model_dir,
+    )
 
     mixed_precision = MIXED_PRECISION.get(args.mixed_precision)
     # The checks that need no data first, so a mistake costs no waiting.
     check_preset(args.preset)
-    check_same_options(
-        args.out,
-        {
-            "preset": args.preset,
-            "tokenizer": args.tokenizer,
-            "vocabulary_size": args.vocabulary_size,
-            "max_length": args.max_length,
-            "mixed_precision": mixed_precision,
-        },
-    )
+    if args.init_from is not None:
+        check_model_dir(args.init_from, option="--init-from")
+    else:
+        check_same_options(
+            args.out,
+            {
+                "preset": args.preset,
+                "tokenizer": args.tokenizer,
+                "vocabulary_size": args.vocabulary_size,
+                "max_length": args.max_length,
+                "mixed_precision": mixed_precision,
+            },
+        )
     train_corpus = read_tsv_option(args.train, "--train", args.skip_bad_lines)
     valid_corpus = None
     if args.valid:
@@ -135,6 +154,8 @@ def run(args):
         strategy=args.strategy,
         keep_best=args.keep_best,
         early_stopping=args.early_stopping,
+        keep_checkpoints=args.keep_checkpoints,
+        init_from=args.init_from,
         # A progress bar in a terminal, one line per epoch in a log file.
         verbose="auto" if sys.stdout.isatty() else 2,
     )

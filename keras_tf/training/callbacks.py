@@ -32,7 +32,10 @@ class LearningRateMonitor(keras.callbacks.Callback):
         self.warmup_steps = warmup_steps
 
     def _rate(self):
-        return float(keras.ops.convert_to_numpy(self.model.optimizer.learning_rate))
+        # A variable (a constant rate) or a tensor (a schedule's value): a tensor first,
+        # since numpy's conversion of a variable is deprecated.
+        rate = keras.ops.convert_to_tensor(self.model.optimizer.learning_rate)
+        return float(keras.ops.convert_to_numpy(rate))
 
     def on_train_batch_end(self, batch, logs=None):
         if logs is not None:
@@ -43,7 +46,8 @@ class LearningRateMonitor(keras.callbacks.Callback):
             logs["learning_rate"] = self._rate()
 
     def on_train_end(self, logs=None):
-        steps = int(keras.ops.convert_to_numpy(self.model.optimizer.iterations))
+        steps = int(keras.ops.convert_to_numpy(
+            keras.ops.convert_to_tensor(self.model.optimizer.iterations)))
         if self.warmup_steps is not None and steps < self.warmup_steps:
             logger.warning(
                 "Training ended after %d steps, inside the learning-rate warm-up of %d steps "

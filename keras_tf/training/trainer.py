@@ -67,6 +67,8 @@ def train(
     validation_bleu=None,
     keep_best="loss",
     early_stopping=None,
+    keep_checkpoints=1,
+    initial_model=None,
     callbacks=(),
     verbose="auto",
 ):
@@ -119,6 +121,12 @@ def train(
             needs `validation_bleu`.
         early_stopping: int N: stop after N epochs without a gain in the
             `keep_best` quantity. Defaults to None: run every epoch.
+        keep_checkpoints: how many of the last epochs' weights files to keep
+            in `out_dir/backup/`, for `keras_tf.training.averaging`.
+            Defaults to 1: the backup alone.
+        initial_model: a trained `Seq2SeqTransformer` of the same
+            architecture to start from (fine-tuning), instead of fresh
+            weights. A resumed run restores its own backup instead.
         callbacks: extra Keras callbacks, run after the built-in ones.
         verbose: passed to `model.fit`.
 
@@ -150,6 +158,10 @@ def train(
         raise ValueError(f"keep_best must be one of {sorted(KEEP_BEST)}; received {keep_best!r}")
     if keep_best == "bleu" and validation_bleu is None:
         raise ValueError("keep_best='bleu' needs validation_bleu, a ValidationBleu callback")
+    if not isinstance(keep_checkpoints, int) or keep_checkpoints < 1:
+        raise ValueError(
+            f"keep_checkpoints must be a positive integer; received {keep_checkpoints!r}"
+        )
     if early_stopping is not None and (not isinstance(early_stopping, int) or early_stopping < 1):
         raise ValueError(
             f"early_stopping must be a positive integer; received early_stopping={early_stopping!r}"
@@ -186,6 +198,9 @@ def train(
         model.optimizer.build(model.trainable_variables)
     prepare_for_strategy(model, train_set.element_spec)
     best = math.inf
+    if initial_model is not None and not state:
+        # The same architecture: set_weights checks every shape.
+        model.set_weights(initial_model.get_weights())
     if state:
         # Every worker restores from the chief's backup: `out_dir` must be on
         # a file system that all workers can read.
@@ -210,7 +225,7 @@ def train(
             keras.callbacks.TerminateOnNaN(raise_error=True),  # keeps the last good backup
             LearningRateMonitor(getattr(schedule, "warmup_steps", None)),
             *([validation_bleu] if validation_bleu is not None else []),
-            _Checkpointer(write_dir, monitor=monitor, best=best, mode=mode),
+            _Checkpointer(write_dir, monitor=monitor, best=best, mode=mode, keep=keep_checkpoints),
             keras.callbacks.CSVLogger(os.path.join(write_dir, "history.csv"), append=True),
         ]
         builtin.append(keras.callbacks.TensorBoard(os.path.join(write_dir, "logs")))
@@ -365,8 +380,9 @@ class _Checkpointer(keras.callbacks.Callback):
     a resumed run keeps comparing against it.
     """
 
-    def __init__(self, directory, monitor, best, mode="min"):
+    def __init__(self, directory, monitor, best, mode="min", keep=1):
         super().__init__()
+        self.keep = keep
         self.model_path = os.path.join(directory, "model.keras")
         self.backup_dir = os.path.join(directory, "backup")
         self.monitor = monitor
@@ -392,8 +408,10 @@ class _Checkpointer(keras.callbacks.Callback):
             os.path.join(self.backup_dir, BACKUP_STATE),
             lambda path: _write_text(path, json.dumps(state)),
         )
+        # Keep the weights of the last `keep` epochs (for averaging), delete older ones.
+        kept = {f"epoch-{epochs_done - i:04d}.weights.h5" for i in range(self.keep)}
         for name in tf.io.gfile.listdir(self.backup_dir):
-            if name.endswith(".weights.h5") and name != weights:
+            if name.endswith(".weights.h5") and name not in kept:
                 tf.io.gfile.remove(os.path.join(self.backup_dir, name))
 
 
