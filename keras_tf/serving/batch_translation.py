@@ -36,3 +36,42 @@ def translate_in_batches(translator, texts, batch_size, progress=False):
             if bar is not None:
                 bar.update(done)
     return translations
+
+
+def n_best_in_batches(translator, texts, batch_size, n):
+    """The `n` best translations of each of `texts` with their scores, in input order.
+
+    Args:
+        translator: a beam-search `keras_tf.serving.Translator`.
+        texts: list of `str`.
+        batch_size: sentences per call.
+        n: hypotheses per sentence, at most the translator's beam size.
+
+    Returns:
+        list (one per text) of `n` `(translation, score)` pairs, best first.
+    """
+    order = sorted(range(len(texts)), key=lambda index: len(texts[index]))
+    results = [None] * len(texts)
+    for start in range(0, len(order), batch_size):
+        batch = order[start : start + batch_size]
+        out = translator.translate_n_best([texts[index] for index in batch], n)
+        for index, hypotheses, scores in zip(batch, out.texts, out.scores):
+            results[index] = [
+                (" ".join(text.splitlines()), float(score))
+                for text, score in zip(hypotheses, scores)
+            ]
+    return results
+
+
+def format_n_best(results, start=0):
+    """Moses-style n-best lines: `index ||| translation ||| score`, index from `start`.
+
+    Example:
+        >>> format_n_best([[("le chat", -1.25), ("un chat", -2.5)]])
+        ['0 ||| le chat ||| -1.2500', '0 ||| un chat ||| -2.5000']
+    """
+    return [
+        f"{index} ||| {text} ||| {score:.4f}"
+        for index, hypotheses in enumerate(results, start)
+        for text, score in hypotheses
+    ]
