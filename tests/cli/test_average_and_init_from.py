@@ -17,7 +17,7 @@ OPTIONS = ["--preset", "transformer_tiny", "--batch-size", "16", "--vocabulary-s
 def test_average_then_fine_tune(tmp_path, corpus, capsys):
     run = str(tmp_path / "run")
     assert main(["train", "--train", corpus["train"], "--out", run, "--epochs", "3",
-                 "--keep-checkpoints", "2", *OPTIONS]) == 0
+                 "--steps", "4", "--keep-checkpoints", "2", *OPTIONS]) == 0
     capsys.readouterr()
     assert [e for e, _ in epoch_checkpoints(os.path.join(run, "backup"))] == [2, 3]
 
@@ -47,7 +47,7 @@ def test_average_then_fine_tune(tmp_path, corpus, capsys):
     new = tmp_path / "new.tsv"
     write_corpus(new, 160, seed=11)
     tuned = str(tmp_path / "tuned")
-    assert main(["train", "--train", str(new), "--out", tuned, "--epochs", "2",
+    assert main(["train", "--train", str(new), "--out", tuned, "--epochs", "2", "--steps", "6",
                  "--init-from", averaged, "--batch-size", "16", "--keep-best", "loss"]) == 0
     err = capsys.readouterr().err
     assert f"Fine-tuning {averaged}/model.keras: its sentencepiece tokenizers" in err
