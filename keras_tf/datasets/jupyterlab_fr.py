@@ -24,19 +24,16 @@ deterministic: a hash of the English text picks it, so an English string
 import collections
 import dataclasses
 import gettext
-import hashlib
 import importlib.resources
 import logging
-import os
 
+from keras_tf.datasets.splits import SPLITS, SplitCorpusMethods, check_fractions, split_of
 from keras_tf.text.corpora import ParallelCorpus, ReadStats
 
 logger = logging.getLogger("keras_tf.datasets")
 
 PACKAGE = "jupyterlab_language_pack_fr_FR"
 PIP_NAME = "jupyterlab-language-pack-fr-fr"
-SPLITS = ("train", "valid", "test")
-
 # Reasons a catalog entry gives no pair, in report order.
 SKIP_REASONS = ("header", "plural_form", "untranslated", "identical", "duplicate")
 
@@ -71,7 +68,7 @@ class CatalogStats:
 
 
 @dataclasses.dataclass
-class JupyterLabFr:
+class JupyterLabFr(SplitCorpusMethods):
     """The demo corpus, split three ways.
 
     Args:
@@ -85,27 +82,6 @@ class JupyterLabFr:
     valid: ParallelCorpus
     test: ParallelCorpus
     stats: CatalogStats
-
-    def splits(self):
-        """`{"train": ..., "valid": ..., "test": ...}` of `ParallelCorpus`."""
-        return {name: getattr(self, name) for name in SPLITS}
-
-    def as_datasets(self):
-        """`{split: tf.data.Dataset}` of `(english, french)` string pairs."""
-        return {name: corpus.to_dataset() for name, corpus in self.splits().items()}
-
-    def write_tsv(self, directory):
-        """Write `train.tsv`, `valid.tsv` and `test.tsv` into `directory`.
-
-        Returns:
-            `{split: path}` of the files written.
-        """
-        os.makedirs(directory, exist_ok=True)
-        paths = {}
-        for name, corpus in self.splits().items():
-            paths[name] = os.path.join(directory, f"{name}.tsv")
-            corpus.write_tsv(paths[name])
-        return paths
 
 
 def _catalog_paths():
@@ -126,17 +102,6 @@ def _catalog_paths():
             f"No .mo catalogs under {messages}; reinstall {PIP_NAME}"
         )
     return paths
-
-
-def _split_of(source, valid_fraction, test_fraction):
-    # A stable hash of the English text, mapped to [0, 1).
-    digest = hashlib.sha256(source.encode("utf-8")).digest()
-    position = int.from_bytes(digest[:8], "big") / 2**64
-    if position < test_fraction:
-        return "test"
-    if position < test_fraction + valid_fraction:
-        return "valid"
-    return "train"
 
 
 def load_jupyterlab_fr(*, valid_fraction=0.1, test_fraction=0.1):
@@ -161,14 +126,7 @@ def load_jupyterlab_fr(*, valid_fraction=0.1, test_fraction=0.1):
         True
         >>> train = corpus.as_datasets()["train"]  # (english, french) strings
     """
-    for name, value in (("valid_fraction", valid_fraction), ("test_fraction", test_fraction)):
-        if not 0.0 <= value < 1.0:
-            raise ValueError(f"{name} must be in [0, 1); received {name}={value!r}")
-    if valid_fraction + test_fraction >= 1.0:
-        raise ValueError(
-            "valid_fraction + test_fraction must leave a training split; received "
-            f"valid_fraction={valid_fraction}, test_fraction={test_fraction}"
-        )
+    check_fractions(valid_fraction, test_fraction)
     stats = CatalogStats()
     seen = set()
     pairs = {name: [] for name in SPLITS}
@@ -203,7 +161,7 @@ def load_jupyterlab_fr(*, valid_fraction=0.1, test_fraction=0.1):
             seen.add((collapsed_source, target))
             stats.contexts_stripped += context_stripped
             stats.whitespace_collapsed += (collapsed_source, target) != (source, translation)
-            split = _split_of(collapsed_source, valid_fraction, test_fraction)
+            split = split_of(collapsed_source, valid_fraction, test_fraction)
             pairs[split].append((collapsed_source, target))
     stats.pairs = len(seen)
     logger.info("%s", stats)

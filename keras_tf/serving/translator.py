@@ -139,6 +139,49 @@ class Translator:
         strings = self.preprocessor.detokenize(target_ids)
         return Translations([s.decode("utf-8") for s in strings.numpy()], scores.numpy())
 
+    def translate_n_best(self, texts, n):
+        """The `n` best translations of each sentence by beam search, best first.
+
+        Args:
+            texts: list of `str` (or UTF-8 `bytes`).
+            n: int in [1, beam_size]; needs `method="beam"`.
+
+        Returns:
+            `Translations` whose `texts` is a list (one per sentence) of `n`
+            strings and `scores` float32 `[batch, n]`, the beam scores
+            (summed log-probabilities over the GNMT length penalty), best
+            first. The first of each is what `translate` returns.
+        """
+        d = self.decoding
+        if d.method != "beam":
+            raise ValueError(
+                f"n-best lists come from beam search; this Translator's method is {d.method!r}"
+            )
+        if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= d.beam_size:
+            raise ValueError(f"n must be an integer in [1, {d.beam_size}]; received n={n!r}")
+        source_ids = self.preprocessor.source_ids(as_string_tensor(texts))
+        encoder_tokens = self.preprocessor.encoder_tokens(source_ids)
+        batch = int(encoder_tokens.shape[0])
+        if batch == 0:
+            return Translations([], np.zeros([0, n], np.float32))
+        out = generate(
+            self.model, encoder_tokens.numpy(), decoding=d, return_all_beams=True
+        )
+        # tokens: [batch, beam, max_length] -> [batch * n, max_length]
+        tokens = tf.constant(out.tokens[:, :n].reshape(batch * n, -1), tf.int32)
+        scores = tf.constant(out.scores[:, :n].reshape(batch * n), tf.float32)
+        # Each source n times, to blank the n hypotheses of an empty source.
+        repeated = tf.ragged.constant(
+            [row for row in source_ids.to_list() for _ in range(n)], dtype=tf.int32,
+            ragged_rank=1,
+        )
+        tokens, scores = blank_empty_sources(repeated, tokens, scores)
+        strings = [s.decode("utf-8") for s in self.preprocessor.detokenize(tokens).numpy()]
+        return Translations(
+            [strings[i * n : (i + 1) * n] for i in range(batch)],
+            scores.numpy().reshape(batch, n),
+        )
+
     def translate_tokens(self, source_ids):
         """What the `translate_tokens` signature returns for the same ids.
 

@@ -35,7 +35,12 @@ from keras_tf.text.pipeline import (
     padding_fraction,
 )
 from keras_tf.text.preprocessor import Seq2SeqPreprocessor, clean_text
-from keras_tf.text.tokenizers import Seq2SeqTokenizers, train_sentencepiece, train_wordpiece
+from keras_tf.text.tokenizers import (
+    Seq2SeqTokenizers,
+    auto_vocabulary_size,
+    train_sentencepiece,
+    train_wordpiece,
+)
 
 __all__ = [
     "SKIP_REASONS",
@@ -45,6 +50,7 @@ __all__ = [
     "ReadStats",
     "Seq2SeqPreprocessor",
     "Seq2SeqTokenizers",
+    "auto_vocabulary_size",
     "clean_text",
     "default_bucket_boundaries",
     "encode_source",

@@ -37,6 +37,10 @@ logger = logging.getLogger("keras_tf.text")
 
 OVERLONG_CHOICES = ("truncate", "filter")
 
+# The token budget of a batch when neither a budget nor a batch size is given
+# (keras-tf train): 32 pairs padded to 64 tokens, 128 pairs of 16.
+DEFAULT_BATCH_TOKENS = 2048
+
 # Sentences are tokenized this many at a time before the per-pair stages.
 _TOKENIZE_BATCH = 1024
 
@@ -264,7 +268,8 @@ def make_dataset(
     corpus,
     tokenizers,
     *,
-    batch_size,
+    batch_size=None,
+    batch_tokens=None,
     max_source_length,
     max_target_length,
     overlong="truncate",
@@ -280,7 +285,12 @@ def make_dataset(
     memory when this function runs; every epoch then reshuffles the cached
     pairs, buckets and pads them. Every pair of the corpus appears exactly
     once per epoch (less the over-long ones with `overlong="filter"`); the
-    last batch of each bucket may be smaller than `batch_size`.
+    last batch of each bucket may be smaller than the others.
+
+    A batch holds either `batch_size` pairs, or, with `batch_tokens`, as
+    many pairs as fit the token budget, as OpenNMT and fairseq batch: a
+    bucket padded to length L gets `batch_tokens // L` pairs a batch, so
+    `batch * max(S, T) <= batch_tokens` for every batch, padding included.
 
     For a fixed `seed` (and global seed, `tf.random.set_seed`) the sequence
     of batches is the same from run to run, epoch by epoch. To rebuild the
@@ -290,7 +300,10 @@ def make_dataset(
     Args:
         corpus: a `ParallelCorpus` (see `keras_tf.text.corpora`).
         tokenizers: a `Seq2SeqTokenizers`.
-        batch_size: int, pairs per batch.
+        batch_size: int, pairs per batch. Give it or `batch_tokens`.
+        batch_tokens: int, the most token positions (padded pairs times the
+            longer padded side) per batch; at least the longest sequence,
+            `max(max_source_length, max_target_length)`.
         max_source_length: int >= 2, the longest `encoder_tokens`.
         max_target_length: int >= 2, the longest `decoder_tokens`/labels.
         overlong: `"truncate"` (default) or `"filter"`; see the module
@@ -324,7 +337,7 @@ def make_dataset(
         TensorShape([4, 8])
     """
     batching = _Batching.checked(
-        corpus, batch_size, max_source_length, max_target_length, overlong,
+        corpus, batch_size, batch_tokens, max_source_length, max_target_length, overlong,
         bucketing, bucket_boundaries, pad_to_bucket_boundary,
     )
     tokenized = batching.tokenized(corpus, tokenizers).cache()
@@ -340,7 +353,8 @@ def make_dataset_by_epoch(
     corpus,
     tokenizers,
     *,
-    batch_size,
+    batch_size=None,
+    batch_tokens=None,
     max_source_length,
     max_target_length,
     overlong="truncate",
@@ -376,7 +390,7 @@ def make_dataset_by_epoch(
         4
     """
     batching = _Batching.checked(
-        corpus, batch_size, max_source_length, max_target_length, overlong,
+        corpus, batch_size, batch_tokens, max_source_length, max_target_length, overlong,
         bucketing, bucket_boundaries, pad_to_bucket_boundary,
     )
     count = len(corpus)
@@ -407,7 +421,7 @@ def make_dataset_by_epoch(
 class _Batching:
     """The checked options of `make_dataset`, and the stages they configure."""
 
-    batch_size: int
+    bucket_batch_sizes: list  # pairs per batch, by bucket
     max_source_length: int
     max_target_length: int
     overlong: str
@@ -417,8 +431,8 @@ class _Batching:
     batches: int = 0
 
     @classmethod
-    def checked(cls, corpus, batch_size, max_source_length, max_target_length, overlong,
-                bucketing, bucket_boundaries, pad_to_bucket_boundary):
+    def checked(cls, corpus, batch_size, batch_tokens, max_source_length, max_target_length,
+                overlong, bucketing, bucket_boundaries, pad_to_bucket_boundary):
         if not isinstance(corpus, ParallelCorpus):
             raise TypeError(
                 "make_dataset expects a ParallelCorpus (read a tf.data.Dataset of pairs "
@@ -427,11 +441,8 @@ class _Batching:
         _check_overlong(overlong)
         _check_max_length("max_source_length", max_source_length)
         _check_max_length("max_target_length", max_target_length)
-        if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
-            raise ValueError(
-                f"batch_size must be a positive integer; received batch_size={batch_size!r}"
-            )
         max_length = max(max_source_length, max_target_length)
+        _check_batching(batch_size, batch_tokens, max_length)
         if bucket_boundaries is None:
             bucket_boundaries = default_bucket_boundaries(max_length)
         bucket_boundaries = list(bucket_boundaries)
@@ -450,8 +461,14 @@ class _Batching:
 
         if not bucketing:
             bucket_boundaries = [max_length]
-        return cls(batch_size, max_source_length, max_target_length, overlong, bucketing,
-                   bucket_boundaries, pad_to_bucket_boundary)
+        # The padded length of a bucket is its boundary, capped at the longest
+        # sequence: a token budget gives each bucket its own batch size.
+        bucket_batch_sizes = [
+            batch_size or max(1, batch_tokens // min(bound, max_length))
+            for bound in bucket_boundaries
+        ]
+        return cls(bucket_batch_sizes, max_source_length, max_target_length, overlong,
+                   bucketing, bucket_boundaries, pad_to_bucket_boundary)
 
     def tokenized(self, corpus, tokenizers):
         return _tokenized(
@@ -467,20 +484,21 @@ class _Batching:
         )
         (logger.warning if stats.overlong else logger.info)("%s", stats)
         # The number of batches per epoch does not depend on the shuffle: each
-        # bucket of n pairs gives ceil(n / batch_size) batches.
+        # bucket of n pairs gives ceil(n / its batch size) batches.
         if self.overlong == "filter":
             source_over, target_over = _overlong(
                 source_len, target_len, self.max_source_length, self.max_target_length
             )
             buckets = buckets[~(source_over | target_over)]
+        counts = np.bincount(buckets, minlength=len(self.bucket_boundaries))
         self.batches = int(
-            sum(-(-count // self.batch_size) for count in np.bincount(buckets))
+            sum(-(-count // size) for count, size in zip(counts, self.bucket_batch_sizes))
         )
 
     def batched(self, dataset):
         """Tokenized pairs, in the order to read them, to padded model batches."""
         max_source_length, max_target_length = self.max_source_length, self.max_target_length
-        batch_size, pad_to_bucket_boundary = self.batch_size, self.pad_to_bucket_boundary
+        pad_to_bucket_boundary = self.pad_to_bucket_boundary
         if self.overlong == "filter":
             dataset = dataset.filter(
                 lambda encoder, decoder, labels, source_len, target_len, bucket: (
@@ -502,17 +520,18 @@ class _Batching:
         padding_values = (PAD_ID, PAD_ID, PAD_ID, 0, 0, tf.constant(0, tf.int64))
         if not self.bucketing:
             dataset = dataset.padded_batch(
-                batch_size,
+                self.bucket_batch_sizes[0],
                 padded_shapes=padded_shapes(max_source_length, max_target_length),
                 padding_values=padding_values,
             )
         else:
             boundaries = tf.constant(self.bucket_boundaries, tf.int32)
+            sizes = tf.constant(self.bucket_batch_sizes, tf.int64)
 
             def batch_bucket(key, window):
                 bound = tf.cast(tf.gather(boundaries, key), tf.int64)
                 return window.padded_batch(
-                    batch_size,
+                    tf.gather(sizes, key),
                     padded_shapes=padded_shapes(
                         tf.minimum(bound, max_source_length), tf.minimum(bound, max_target_length)
                     ),
@@ -520,7 +539,9 @@ class _Batching:
                 )
 
             dataset = dataset.group_by_window(
-                lambda *element: element[5], batch_bucket, window_size=batch_size
+                lambda *element: element[5],
+                batch_bucket,
+                window_size_func=lambda key: tf.gather(sizes, key),
             )
         dataset = dataset.map(
             lambda encoder, decoder, labels, source_len, target_len, bucket: (
@@ -534,6 +555,22 @@ class _Batching:
         options = tf.data.Options()
         options.deterministic = True
         return dataset.with_options(options).prefetch(tf.data.AUTOTUNE)
+
+
+def _check_batching(batch_size, batch_tokens, max_length):
+    if (batch_size is None) == (batch_tokens is None):
+        raise ValueError(
+            "Give one of batch_size (pairs) and batch_tokens (a token budget); received "
+            f"batch_size={batch_size!r}, batch_tokens={batch_tokens!r}"
+        )
+    for name, value, low in (("batch_size", batch_size, 1), ("batch_tokens", batch_tokens, max_length)):
+        if value is not None and (
+            not isinstance(value, int) or isinstance(value, bool) or value < low
+        ):
+            reason = "a positive integer" if low == 1 else (
+                f"an integer >= the longest sequence ({low} tokens), so every pair fits"
+            )
+            raise ValueError(f"{name} must be {reason}; received {name}={value!r}")
 
 
 def padding_fraction(dataset):

@@ -14,15 +14,21 @@ training becomes `UNK_ID`, never an error.
 
 What a round trip gives back (`detokenize(tokenize(s))`):
 
-* SentencePiece: `s` after NFKC normalisation, with runs of whitespace
-  collapsed to one space and no leading or trailing space. It is lossless
-  otherwise, so it is the default for translation.
+* SentencePiece: `s` after NFKC normalisation (`"…"` becomes `"..."`), with
+  runs of whitespace collapsed to one space and no leading or trailing
+  space. It is lossless otherwise (hyphens, apostrophes and digits
+  included), so it is the default for translation. Every character of the
+  training text has a piece, so the training text never meets `[UNK]`.
 * WordPiece: the same NFKC text split into words on whitespace and
   punctuation, with every CJK character its own word, the words joined by
-  one space: `"Grüße, Welt!"` -> `"Grüße , Welt !"`.
+  one space: `"Grüße, Welt!"` -> `"Grüße , Welt !"`,
+  `"quatre-vingt"` -> `"quatre - vingt"`. It cannot give back where the
+  spaces were, so it is lossy on most real sentences, and not the default.
 """
 
+import io
 import json
+import logging
 import os
 import re
 import unicodedata
@@ -38,6 +44,8 @@ KINDS = ("sentencepiece", "wordpiece")
 SENTENCEPIECE_MODEL_TYPES = ("unigram", "bpe")
 CONFIG_FILENAME = "tokenizers.json"
 FORMAT_VERSION = 1
+
+logger = logging.getLogger("keras_tf.text")
 
 # The ids SentencePiece must reserve, by the names of its trainer flags.
 _SENTENCEPIECE_RESERVED = {"pad_id": PAD_ID, "unk_id": UNK_ID, "bos_id": START_ID, "eos_id": END_ID}
@@ -64,19 +72,69 @@ def _text_list(texts):
     return texts
 
 
-def train_sentencepiece(texts, vocabulary_size, *, model_type="unigram", lowercase=False):
-    """Learn a SentencePiece model with keras-hub and wrap it in a tokenizer.
+# The rule of `auto_vocabulary_size`: a third of the distinct words, clipped.
+AUTO_VOCABULARY_WORDS_PER_PIECE = 3
+AUTO_VOCABULARY_MIN = 256
+AUTO_VOCABULARY_MAX = 8000
+
+
+def auto_vocabulary_size(texts):
+    """A vocabulary size that fits the corpus: a third of its distinct words, in [256, 8000].
+
+    The largest vocabulary a small corpus supports is about its distinct
+    characters plus the pieces worth merging; a third of the distinct
+    whitespace-separated words is well within it (2,194 for the ~3,000 pairs
+    of the demo corpus, 8,000 for the 31,000 Bible verses). The size is at
+    least the distinct characters plus the reserved tokens, so every
+    character gets a piece. `train_sentencepiece(texts, None)` treats it as
+    a soft limit, so a corpus too small to fill it gives fewer pieces, never
+    an error.
+
+    Args:
+        texts: iterable of `str`.
+
+    Returns:
+        An int.
+
+    Example:
+        >>> auto_vocabulary_size(["the cat sat", "the dog ran"])
+        256
+    """
+    words, characters = set(), set()
+    for text in texts:
+        words.update(text.split())
+        characters.update(text)
+    size = len(words) // AUTO_VOCABULARY_WORDS_PER_PIECE
+    size = min(max(size, AUTO_VOCABULARY_MIN), AUTO_VOCABULARY_MAX)
+    return max(size, len(characters) + len(RESERVED_TOKENS) + 1)
+
+
+def train_sentencepiece(
+    texts, vocabulary_size=None, *, model_type="unigram", lowercase=False, split_digits=True
+):
+    """Learn a SentencePiece model and wrap it in a keras-hub tokenizer.
 
     The proto reserves `pad_id=0, unk_id=1, bos_id=2, eos_id=3` and uses
-    SentencePiece's `nmt_nfkc` normalisation (`nmt_nfkc_cf` if `lowercase`).
+    SentencePiece's `nmt_nfkc` normalisation (`nmt_nfkc_cf` if `lowercase`),
+    as keras-hub's `compute_sentence_piece_proto` does, plus two trainer
+    settings keras-hub does not expose: every character of `texts` gets a
+    piece (`character_coverage=1.0`, so the training text round-trips
+    without `[UNK]`), and `split_digits`.
 
     Args:
         texts: iterable of `str`, the training sentences.
-        vocabulary_size: int, the number of pieces, reserved ids included.
-            SentencePiece refuses sizes its corpus cannot fill; the
-            `ValueError` then quotes its limit.
+        vocabulary_size: int, the number of pieces, reserved ids included; a
+            size the corpus cannot fill raises a `ValueError` that quotes
+            SentencePiece's limit. Defaults to `None`:
+            `auto_vocabulary_size(texts)`, as a soft limit (a corpus too
+            small for it gives fewer pieces).
         model_type: `"unigram"` (default) or `"bpe"`.
         lowercase: bool, case-fold the text first. Defaults to `False`.
+        split_digits: bool, make every digit its own piece, as the
+            SentencePiece settings of T5, PaLM and LLaMA do: "1999" becomes
+            "1 9 9 9", so a model learns numbers digit by digit from a
+            10-digit vocabulary instead of memorising each number it saw.
+            Defaults to `True`.
 
     Returns:
         A `keras_hub.tokenizers.SentencePieceTokenizer`.
@@ -85,18 +143,35 @@ def train_sentencepiece(texts, vocabulary_size, *, model_type="unigram", lowerca
         >>> tokenizer = train_sentencepiece(["the cat sat", "the dog ran"] * 20, 16)
         >>> tokenizer.vocabulary_size()
         16
+        >>> tokenizer = train_sentencepiece(["page 12 of 340", "page 7 of 8"] * 20)
+        >>> [tokenizer.id_to_token(int(i)) for i in tokenizer.tokenize("2014")][1:]
+        ['2', '0', '1', '4']
     """
+    import sentencepiece
+
     if model_type not in SENTENCEPIECE_MODEL_TYPES:
         raise ValueError(
             f"model_type must be one of {SENTENCEPIECE_MODEL_TYPES}; received "
             f"model_type={model_type!r}"
         )
-    _check_vocabulary_size("vocabulary_size", vocabulary_size)
     texts = _text_list(texts)
-    dataset = tf.data.Dataset.from_tensor_slices(tf.constant(texts, tf.string))
+    automatic = vocabulary_size is None
+    if automatic:
+        vocabulary_size = auto_vocabulary_size(texts)
+    _check_vocabulary_size("vocabulary_size", vocabulary_size)
+    writer = io.BytesIO()
     try:
-        proto = keras_hub.tokenizers.compute_sentence_piece_proto(
-            dataset, vocabulary_size, model_type=model_type, lowercase=lowercase
+        sentencepiece.SentencePieceTrainer.train(
+            sentence_iterator=iter(texts),
+            model_writer=writer,
+            vocab_size=vocabulary_size,
+            hard_vocab_limit=not automatic,
+            model_type=model_type,
+            normalization_rule_name="nmt_nfkc_cf" if lowercase else "nmt_nfkc",
+            character_coverage=1.0,
+            split_digits=split_digits,
+            minloglevel=2,  # no log lines on stderr
+            **{name: value for name, value in _SENTENCEPIECE_RESERVED.items()},
         )
     except RuntimeError as error:
         # SentencePiece's message ends with the limit, e.g. "Vocabulary size too
@@ -106,10 +181,17 @@ def train_sentencepiece(texts, vocabulary_size, *, model_type="unigram", lowerca
             f"SentencePiece cannot learn {model_type} pieces of "
             f"vocabulary_size={vocabulary_size} from {len(texts)} sentences: {reason}"
         ) from None
-    return keras_hub.tokenizers.SentencePieceTokenizer(proto=proto)
+    tokenizer = keras_hub.tokenizers.SentencePieceTokenizer(proto=writer.getvalue())
+    logger.info(
+        "SentencePiece %s vocabulary of %d pieces from %d sentences (%s)",
+        model_type, tokenizer.vocabulary_size(), len(texts),
+        f"automatic size, at most {vocabulary_size}" if automatic
+        else f"vocabulary_size={vocabulary_size}",
+    )
+    return tokenizer
 
 
-def train_wordpiece(texts, vocabulary_size, *, lowercase=False):
+def train_wordpiece(texts, vocabulary_size=None, *, lowercase=False):
     """Learn a WordPiece vocabulary with keras-hub and wrap it in a tokenizer.
 
     The text is NFKC-normalised first, as SentencePiece does, and the
@@ -119,7 +201,8 @@ def train_wordpiece(texts, vocabulary_size, *, lowercase=False):
     Args:
         texts: iterable of `str`, the training sentences.
         vocabulary_size: int, the largest vocabulary, reserved tokens
-            included. A small corpus may give fewer tokens.
+            included. A small corpus may give fewer tokens. Defaults to
+            `None`: `auto_vocabulary_size(texts)`.
         lowercase: bool, case-fold the text first. Defaults to `False`.
 
     Returns:
@@ -130,8 +213,10 @@ def train_wordpiece(texts, vocabulary_size, *, lowercase=False):
         >>> tokenizer.get_vocabulary()[:4]
         ['[PAD]', '[UNK]', '[START]', '[END]']
     """
-    _check_vocabulary_size("vocabulary_size", vocabulary_size)
     texts = [unicodedata.normalize("NFKC", text) for text in _text_list(texts)]
+    if vocabulary_size is None:
+        vocabulary_size = auto_vocabulary_size(texts)
+    _check_vocabulary_size("vocabulary_size", vocabulary_size)
     dataset = tf.data.Dataset.from_tensor_slices(tf.constant(texts, tf.string)).batch(1024)
     vocabulary = keras_hub.tokenizers.compute_word_piece_vocabulary(
         dataset,
@@ -257,7 +342,7 @@ class Seq2SeqTokenizers(tf.Module):
         targets,
         *,
         kind="sentencepiece",
-        vocabulary_size=8000,
+        vocabulary_size=None,
         target_vocabulary_size=None,
         shared=True,
         model_type=None,
@@ -270,7 +355,8 @@ class Seq2SeqTokenizers(tf.Module):
             targets: iterable of target sentences (`str`).
             kind: `"sentencepiece"` (default) or `"wordpiece"`.
             vocabulary_size: int, the source (or shared) vocabulary size.
-                Defaults to 8000.
+                Defaults to `None`: `auto_vocabulary_size` of the texts it is
+                learned from, as a soft limit for SentencePiece.
             target_vocabulary_size: int, the target vocabulary size when
                 `shared=False`. Defaults to `None`: `vocabulary_size`.
             shared: bool, learn one vocabulary from both sides. Defaults to
@@ -302,7 +388,8 @@ class Seq2SeqTokenizers(tf.Module):
                 f"vocabulary_size={vocabulary_size}, "
                 f"target_vocabulary_size={target_vocabulary_size}"
             )
-        target_vocabulary_size = target_vocabulary_size or vocabulary_size
+        if not shared and target_vocabulary_size is None:
+            target_vocabulary_size = vocabulary_size
         sources, targets = _text_list(sources), _text_list(targets)
 
         def learn(texts, size):

@@ -7,10 +7,17 @@ imported on first use and need TensorFlow.
 
 import importlib
 
+from keras_tf.training.callbacks import LearningRateMonitor
 from keras_tf.training.losses import MaskedSparseCategoricalCrossentropy
 from keras_tf.training.metrics import MaskedTokenAccuracy
 from keras_tf.training.reverse_task import make_reverse_task
-from keras_tf.training.schedules import TransformerSchedule, transformer_adam
+from keras_tf.training.schedules import (
+    TransformerSchedule,
+    WarmupInverseSqrtSchedule,
+    planned_schedule,
+    planned_warmup_steps,
+    transformer_adam,
+)
 
 # name -> the TensorFlow-only module that defines it
 _NEEDS_TENSORFLOW = {
@@ -26,11 +33,15 @@ def __getattr__(name):
 
 
 __all__ = [
+    "LearningRateMonitor",
     "MaskedSparseCategoricalCrossentropy",
     "MaskedTokenAccuracy",
     "TransformerSchedule",
+    "WarmupInverseSqrtSchedule",
     "make_reverse_task",
     "make_strategy",
+    "planned_schedule",
+    "planned_warmup_steps",
     "train",
     "transformer_adam",
 ]

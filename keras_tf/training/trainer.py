@@ -45,9 +45,11 @@ from keras_tf.training.distribute import (
     resolve_jit_compile,
     worker_dir,
 )
+from keras_tf.training.bleu import KEEP_BEST
+from keras_tf.training.callbacks import LearningRateMonitor
 from keras_tf.training.losses import MaskedSparseCategoricalCrossentropy
 from keras_tf.training.metrics import MaskedTokenAccuracy
-from keras_tf.training.schedules import transformer_adam
+from keras_tf.training.schedules import TransformerSchedule, planned_schedule
 
 tf = require_tensorflow("keras_tf.training.train")
 logger = logging.getLogger(__name__)
@@ -72,11 +74,16 @@ def train(
     strategy="default",
     mixed_precision=None,
     learning_rate=None,
-    warmup_steps=4000,
+    warmup_steps=None,
     label_smoothing=0.1,
     seed=0,
     jit_compile=True,
     backup_every=None,
+    validation_bleu=None,
+    keep_best="loss",
+    early_stopping=None,
+    keep_checkpoints=1,
+    initial_model=None,
     callbacks=(),
     verbose="auto",
 ):
@@ -116,10 +123,16 @@ def train(
         mixed_precision: None (float32), `"mixed_bfloat16"` or
             `"mixed_float16"` (the optimizer is wrapped in a
             `LossScaleOptimizer`).
-        learning_rate: None for the paper's schedule
-            (`transformer_adam(d_model, warmup_steps)`), or a float or a
-            `LearningRateSchedule` for Adam(β1=0.9, β2=0.98, ε=1e-9).
-        warmup_steps: warm-up of the paper's schedule. Defaults to 4000.
+        learning_rate: None for a warm-up schedule (see `warmup_steps`), or
+            a float or a `LearningRateSchedule`, for Adam(β1=0.9, β2=0.98,
+            ε=1e-9).
+        warmup_steps: with `learning_rate=None`: None (default) for
+            `planned_schedule(d_model, epochs * steps per epoch)`, whose
+            warm-up is a tenth of the run, so even a short run reaches the
+            paper's peak; an int for the paper's schedule with that warm-up
+            (`transformer_adam(d_model, warmup_steps)`). The learning rate
+            goes to the logs (`LearningRateMonitor`), and a run that ends
+            inside its warm-up logs a warning.
         label_smoothing: ε of the loss. Defaults to 0.1, the paper's value.
         seed: seeds the weights and the numpy-data shuffle. Defaults to 0.
         jit_compile: compile the train step with XLA. Defaults to True; turned
@@ -129,6 +142,21 @@ def train(
             of training), besides at every epoch end. Defaults to None: after
             every `BACKUP_INTERVAL_S` (300) seconds of training, which bounds
             the work a kill loses to about five minutes.
+        validation_bleu: a `keras_tf.training.bleu.ValidationBleu`, which
+            adds `val_bleu` and `val_chrf` to each epoch's logs (progress
+            bar, `history.csv`, TensorBoard). Defaults to None.
+        keep_best: `"loss"` (default) keeps in `model.keras` the model of
+            the lowest validation loss (training loss without
+            `valid_data`); `"bleu"` that of the highest `val_bleu`, which
+            needs `validation_bleu`.
+        early_stopping: int N: stop after N epochs without a gain in the
+            `keep_best` quantity. Defaults to None: run every epoch.
+        keep_checkpoints: how many of the last epochs' weights files to keep
+            in `out_dir/backup/`, for `keras_tf.training.averaging`.
+            Defaults to 1: the backup alone.
+        initial_model: a trained `Seq2SeqTransformer` of the same
+            architecture to start from (fine-tuning), instead of fresh
+            weights. A resumed run restores its own backup instead.
         callbacks: extra Keras callbacks, run after the built-in ones. After
             a resume inside an epoch, `fit` is called twice: once for the rest
             of that epoch (whose batch indices then start at 0), once for the
@@ -147,7 +175,7 @@ def train(
         >>> model, history = train("transformer_tiny", data, out_dir=tempfile.mkdtemp(),
         ...     epochs=2, batch_size=64, learning_rate=3e-3, verbose=0)
         >>> sorted(history.history)
-        ['loss', 'masked_accuracy']
+        ['learning_rate', 'loss', 'masked_accuracy']
     """
     # A multi-worker strategy must exist before any other TensorFlow op.
     strategy = make_strategy(strategy)
@@ -166,6 +194,18 @@ def train(
             f"backup_every must be a positive number of steps or None; "
             f"received backup_every={backup_every!r}"
         )
+    if keep_best not in KEEP_BEST:
+        raise ValueError(f"keep_best must be one of {sorted(KEEP_BEST)}; received {keep_best!r}")
+    if keep_best == "bleu" and validation_bleu is None:
+        raise ValueError("keep_best='bleu' needs validation_bleu, a ValidationBleu callback")
+    if not isinstance(keep_checkpoints, int) or keep_checkpoints < 1:
+        raise ValueError(
+            f"keep_checkpoints must be a positive integer; received {keep_checkpoints!r}"
+        )
+    if early_stopping is not None and (not isinstance(early_stopping, int) or early_stopping < 1):
+        raise ValueError(
+            f"early_stopping must be a positive integer; received early_stopping={early_stopping!r}"
+        )
     keras.utils.set_random_seed(seed)
 
     backup_dir = os.path.join(out_dir, "backup")
@@ -182,10 +222,11 @@ def train(
     if valid_data is not None:
         valid_set = _as_validation_dataset(valid_data, batch_size, distributed)
 
+    schedule = _schedule(config, learning_rate, warmup_steps, epochs, batches.steps_per_epoch)
     with strategy.scope():
         model = Seq2SeqTransformer(config, dtype=mixed_precision)
         model.compile(
-            optimizer=_make_optimizer(config, learning_rate, warmup_steps, mixed_precision),
+            optimizer=_make_optimizer(schedule, mixed_precision),
             loss=MaskedSparseCategoricalCrossentropy(label_smoothing=label_smoothing),
             metrics=[MaskedTokenAccuracy()],
             jit_compile=resolve_jit_compile(jit_compile, strategy),
@@ -195,6 +236,9 @@ def train(
         model.optimizer.build(model.trainable_variables)
     prepare_for_strategy(model, batches.element_spec)
     epoch, step = (state["epoch"], state["step"]) if state else (0, 0)
+    if initial_model is not None and not state:
+        # The same architecture: set_weights checks every shape.
+        model.set_weights(initial_model.get_weights())
     if state:
         # Every worker restores from the chief's backup: `out_dir` must be on
         # a file system that all workers can read.
@@ -212,19 +256,34 @@ def train(
             os.path.join(write_dir, "config.json"),
             lambda path: _write_text(path, json.dumps(config.to_dict(), indent=2)),
         )
+        monitor, mode = KEEP_BEST[keep_best]
+        if valid_set is None and keep_best == "loss":
+            monitor = "loss"
         checkpointer = _Checkpointer(
             write_dir,
-            monitor="val_loss" if valid_set is not None else "loss",
+            monitor=monitor,
+            mode=mode,
+            keep=keep_checkpoints,
             state=state,
             steps_per_epoch=batches.steps_per_epoch,
             backup_every=backup_every,
             strategy=strategy,
             element_spec=batches.element_spec,
         )
+        # Order matters: the learning rate and BLEU enter the logs before the
+        # checkpointer commits them to the history.
         builtin = [
             keras.callbacks.TerminateOnNaN(raise_error=True),  # keeps the last good backup
+            LearningRateMonitor(getattr(schedule, "warmup_steps", None)),
+            *([validation_bleu] if validation_bleu is not None else []),
             checkpointer,
         ]
+        stopper = None
+        if early_stopping is not None:
+            stopper = keras.callbacks.EarlyStopping(
+                monitor=monitor, mode=mode, patience=early_stopping
+            )
+            builtin.append(stopper)
         for first_epoch, first_step, stop_epoch in _fit_calls(epoch, step, epochs):
             data, fit_steps = batches.stream(first_epoch, first_step, stop_epoch)
             checkpointer.first_step = first_step
@@ -241,6 +300,8 @@ def train(
                     verbose=verbose,
                 )
             )
+            if stopper is not None and stopper.stopped_epoch:
+                break
     finally:
         remove_worker_dir(write_dir, out_dir)
     return model, _joined(histories, model)
@@ -301,13 +362,24 @@ def _as_config(model_config):
     )
 
 
-def _make_optimizer(config, learning_rate, warmup_steps, mixed_precision):
-    if learning_rate is None:
-        optimizer = transformer_adam(config.d_model, warmup_steps)
-    else:
-        optimizer = keras.optimizers.Adam(
-            learning_rate, beta_1=0.9, beta_2=0.98, epsilon=1e-9
+def _schedule(config, learning_rate, warmup_steps, epochs, steps_per_epoch):
+    """The learning rate (a float or a `LearningRateSchedule`) for `train`'s arguments."""
+    if learning_rate is not None:
+        return learning_rate
+    if warmup_steps is not None:
+        return TransformerSchedule(config.d_model, warmup_steps)
+    steps = steps_per_epoch or 0
+    if steps < 1:
+        raise ValueError(
+            "The default learning-rate schedule follows the planned number of steps; "
+            "train_data has no known length, so pass steps_per_epoch or warmup_steps"
         )
+    return planned_schedule(config.d_model, epochs * steps)
+
+
+def _make_optimizer(learning_rate, mixed_precision):
+    # Adam with the paper's β2 and ε (section 5.3), whatever the schedule.
+    optimizer = keras.optimizers.Adam(learning_rate, beta_1=0.9, beta_2=0.98, epsilon=1e-9)
     if mixed_precision == "mixed_float16":
         # float16 gradients underflow without loss scaling. `compile` would
         # wrap the optimizer itself only if the model's own policy were
@@ -495,9 +567,10 @@ class _Checkpointer(keras.callbacks.Callback):
     call starts its first epoch (non-zero when it resumes inside an epoch).
     """
 
-    def __init__(self, directory, monitor, state, steps_per_epoch, backup_every, strategy,
-                 element_spec):
+    def __init__(self, directory, monitor, mode, keep, state, steps_per_epoch, backup_every,
+                 strategy, element_spec):
         super().__init__()
+        self.keep = keep
         self.element_spec = element_spec
         self.model_path = os.path.join(directory, "model.keras")
         self.backup_dir = os.path.join(directory, "backup")
@@ -507,7 +580,8 @@ class _Checkpointer(keras.callbacks.Callback):
         self.steps_per_epoch = steps_per_epoch
         self.backup_every = backup_every
         self.strategy = strategy
-        self.best = state["best"] if state else math.inf
+        self.mode = mode
+        self.best = state["best"] if state else (math.inf if mode == "min" else -math.inf)
         self.history = list(state["history"]) if state else []
         # The loss and metric sums of an epoch resumed inside.
         self.metric_sums = state["metric_sums"] if state and state["step"] else None
@@ -547,7 +621,10 @@ class _Checkpointer(keras.callbacks.Callback):
         self.first_step = 0
         logs = {key: float(value) for key, value in (logs or {}).items()}
         value = logs.get(self.monitor)
-        if value is not None and value < self.best:
+        better = value is not None and (
+            value < self.best if self.mode == "min" else value > self.best
+        )
+        if better:
             self.best = value
             _write_atomically(self.model_path, self.model.save)
         self.history.append({"epoch": epoch, **logs})
@@ -574,8 +651,11 @@ class _Checkpointer(keras.callbacks.Callback):
             os.path.join(self.backup_dir, BACKUP_STATE),
             lambda path: _write_text(path, json.dumps(state)),
         )
+        # Keep this backup's weights and those of the last `keep` epoch ends
+        # (for averaging); delete the others.
+        kept = {weights} | {f"epoch-{epochs_done - i:04d}.weights.h5" for i in range(self.keep)}
         for name in tf.io.gfile.listdir(self.backup_dir):
-            if name.endswith(".weights.h5") and name != weights:
+            if name.endswith(".weights.h5") and name not in kept:
                 tf.io.gfile.remove(os.path.join(self.backup_dir, name))
         self.last_backup = time.monotonic()
 

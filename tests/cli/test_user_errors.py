@@ -50,6 +50,15 @@ CASES = {
                                 "exists, and TF Serving versions are immutable"),
     "d_model out of range": (["plot-encoding", "--d-model", "0"],
                              "--d-model: expected an integer in [2, 4096]"),
+    "vocabulary too large": (["train", "--train", "{train}", "--out", "{tmp}/run",
+                              "--vocabulary-size", "5000"],
+                             "--vocabulary-size 5000: SentencePiece cannot learn"),
+    "both batch options": (["train", "--train", "{train}", "--out", "{tmp}/run",
+                            "--batch-size", "8", "--batch-tokens", "512"],
+                           "--batch-size 8 and --batch-tokens 512: give one of them"),
+    "token budget below a pair": (["train", "--train", "{train}", "--out", "{tmp}/run",
+                                   "--batch-tokens", "32"],
+                                  "--batch-tokens 32: a batch must hold one pair"),
     "unknown command": (["frobnicate"], "invalid choice: 'frobnicate'"),
     "no command": ([], "required: COMMAND"),
 }
@@ -84,11 +93,16 @@ def test_user_error_is_one_line(case, paths, capsys):
     captured = capsys.readouterr()
     assert status != 0
     lines = captured.err.strip().splitlines()
-    assert len(lines) == 1, captured.err
+    # One error line, last; only a data-reading command logs its counts before it.
+    assert len(lines) == 1 or (argv[0] == "train" and "lines read" in lines[0]), captured.err
+    assert len(lines) <= 2 and sum("error" in line for line in lines) == 1, captured.err
+    lines = lines[-1:]
     command = argv[0] if argv and argv[0] != "frobnicate" else None
     assert lines[0].startswith(f"keras-tf {command}: error: " if command else "keras-tf: error: ")
     assert fragment in lines[0]
     assert "Traceback" not in captured.err + captured.out
+    # A failed train leaves no half-made --out directory.
+    assert not os.path.exists(os.path.join(paths["tmp"], "run"))
 
 
 def test_missing_demo_extra_is_one_line(paths, capsys, monkeypatch):

@@ -7,7 +7,10 @@ import pytest
 
 
 # By name: the package's `export` attribute is the function, not the module.
-@pytest.mark.parametrize("name", ["keras_tf.serving.translator", "keras_tf.serving.export"])
+@pytest.mark.parametrize(
+    "name",
+    ["keras_tf.serving.translator", "keras_tf.serving.export", "keras_tf.serving.batch_translation"],
+)
 def test_docstring_examples(name):
     module = importlib.import_module(name)
     results = doctest.testmod(module, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)

@@ -303,3 +303,36 @@ def test_epochs_by_number_hold_every_pair_and_depend_on_seed_and_epoch_alone(
             np.testing.assert_array_equal(x, y)
     other_seed = as_numpy(make_dataset_by_epoch(corpus, tokenizers, seed=2, **options)(1))
     assert any(a[0].shape != b[0].shape or (a[0] != b[0]).any() for a, b in zip(other_seed, second))
+
+
+@pytest.mark.parametrize(
+    "bucketing, pad_to_bucket_boundary, budget",
+    [(True, True, 96), (True, False, 96), (False, True, 100), (True, True, 24)],
+)
+def test_token_batches_keep_their_budget_and_every_pair(
+    corpus, tokenizers, bucketing, pad_to_bucket_boundary, budget
+):
+    dataset = build(
+        corpus, tokenizers, batch_size=None, batch_tokens=budget, bucketing=bucketing,
+        pad_to_bucket_boundary=pad_to_bucket_boundary,
+    )
+    batches = as_numpy(dataset)
+    assert len(batches) == int(dataset.cardinality())
+    for encoder, decoder, _ in batches:
+        rows = encoder.shape[0]
+        assert rows * max(encoder.shape[1], decoder.shape[1]) <= budget
+    if bucketing and pad_to_bucket_boundary:
+        # Short buckets hold more pairs: 96 // 8 = 12 pairs of 8 tokens, 96 // 24 = 4 of 24.
+        sizes = collections.defaultdict(int)
+        for encoder, _, _ in batches:
+            sizes[encoder.shape[1]] = max(sizes[encoder.shape[1]], encoder.shape[0])
+        assert budget != 96 or dict(sizes) == {8: 12, 16: 6, 24: 4}
+    assert epoch_pairs(dataset) == expected_pairs(corpus, tokenizers)
+
+
+def test_token_budget_is_checked(corpus, tokenizers):
+    with pytest.raises(ValueError, match=r"batch_tokens must be an integer >= the longest "
+                                         r"sequence \(24 tokens\).*received batch_tokens=20"):
+        build(corpus, tokenizers, batch_size=None, batch_tokens=20)
+    with pytest.raises(ValueError, match="received batch_size=16, batch_tokens=64"):
+        build(corpus, tokenizers, batch_tokens=64)

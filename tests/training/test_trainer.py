@@ -48,7 +48,7 @@ def test_writes_files_then_a_rerun_restores_and_continues(tmp_path):
     assert sorted(os.listdir(tmp_path / "backup")) == ["epoch-0002.weights.h5", "state.json"]
     rows = (tmp_path / "history.csv").read_text().splitlines()
     assert rows[0].split(",") == [
-        "epoch", "loss", "masked_accuracy", "val_loss", "val_masked_accuracy"
+        "epoch", "learning_rate", "loss", "masked_accuracy", "val_loss", "val_masked_accuracy"
     ]
     assert [row.split(",")[0] for row in rows[1:]] == ["0", "1"]
 

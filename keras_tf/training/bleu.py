@@ -1,0 +1,87 @@
+"""BLEU-driven training: score the validation set each epoch as `keras-tf evaluate` would.
+
+`ValidationBleu` decodes the validation sources with the cached, XLA-compiled
+greedy search (`keras_tf.serving.Translator(method="greedy")`), scores them
+with sacreBLEU (`corpus_scores`), and puts `val_bleu` and `val_chrf` in the
+epoch logs, before the checkpoint, CSV, TensorBoard and progress-bar
+callbacks read them. `keras_tf.training.train(keep_best="bleu")` keeps the
+model of the best `val_bleu`; `early_stopping=N` stops after N epochs
+without a gain.
+"""
+
+import logging
+
+import keras
+
+logger = logging.getLogger("keras_tf.training")
+
+# `keep_best` choices: the monitored log and whether higher is better.
+KEEP_BEST = {"loss": ("val_loss", "min"), "bleu": ("val_bleu", "max")}
+
+
+def corpus_scores(hypotheses, references):
+    """sacreBLEU's corpus `(BLEU, CHRFScore)` of `hypotheses` against one reference each.
+
+    The default settings (13a tokenizer for BLEU; chrF with n=6, β=2), as
+    `sacrebleu` prints them on the command line.
+
+    Example:
+        >>> bleu, chrf = corpus_scores(["le chat est noir"], ["le chat est noir"])
+        >>> round(bleu.score, 1), round(chrf.score, 1)
+        (100.0, 100.0)
+    """
+    import sacrebleu
+
+    return (
+        sacrebleu.corpus_bleu(hypotheses, [references]),
+        sacrebleu.corpus_chrf(hypotheses, [references]),
+    )
+
+
+class ValidationBleu(keras.callbacks.Callback):
+    """Each epoch, greedy-decode the validation sources; log sacreBLEU BLEU and chrF.
+
+    Adds `val_bleu` and `val_chrf` to the epoch logs, and keeps the last
+    hypotheses in `self.hypotheses`.
+
+    Args:
+        sources: list of `str`, the validation source sentences.
+        references: list of `str`, one reference translation each.
+        tokenizers: the model's `Seq2SeqTokenizers`.
+        batch_size: sentences decoded per call. Defaults to 32, as `keras-tf
+            evaluate`'s default, so the same batches are decoded.
+        max_length: most target tokens generated. Defaults to `None`: the
+            model's `max_target_length`, as `keras-tf evaluate`.
+
+    Example:
+        >>> callback = ValidationBleu(["a cat"], ["un chat"], tokenizers=None)
+        >>> callback.batch_size
+        32
+    """
+
+    def __init__(self, sources, references, tokenizers, *, batch_size=32, max_length=None):
+        super().__init__()
+        if len(sources) != len(references):
+            raise ValueError(
+                "ValidationBleu needs one reference per source; received "
+                f"{len(sources)} sources and {len(references)} references"
+            )
+        self.sources = list(sources)
+        self.references = list(references)
+        self.tokenizers = tokenizers
+        self.batch_size = batch_size
+        self.max_length = max_length
+        self.hypotheses = None
+
+    def on_epoch_end(self, epoch, logs=None):
+        from keras_tf.serving import Translator
+        from keras_tf.serving.batch_translation import translate_in_batches
+
+        translator = Translator(
+            self.model, self.tokenizers, method="greedy", max_length=self.max_length
+        )
+        self.hypotheses = translate_in_batches(translator, self.sources, self.batch_size)
+        bleu, chrf = corpus_scores(self.hypotheses, self.references)
+        if logs is not None:
+            logs["val_bleu"] = float(bleu.score)
+            logs["val_chrf"] = float(chrf.score)

@@ -1,0 +1,58 @@
+"""`keras-tf average` and `keras-tf train --init-from` on model directories."""
+
+import csv
+import os
+
+import keras
+import numpy as np
+
+from keras_tf.cli.main import main
+from keras_tf.training.averaging import epoch_checkpoints
+from tests.cli.conftest import write_corpus
+
+OPTIONS = ["--preset", "transformer_tiny", "--batch-size", "16", "--vocabulary-size", "48",
+           "--max-length", "16", "--keep-best", "loss"]
+
+
+def test_average_then_fine_tune(tmp_path, corpus, capsys):
+    run = str(tmp_path / "run")
+    assert main(["train", "--train", corpus["train"], "--out", run, "--epochs", "3",
+                 "--steps", "4", "--keep-checkpoints", "2", *OPTIONS]) == 0
+    capsys.readouterr()
+    assert [e for e, _ in epoch_checkpoints(os.path.join(run, "backup"))] == [2, 3]
+
+    # Averaging: a new model directory whose weights are the mean of epochs 2 and 3.
+    averaged = str(tmp_path / "avg")
+    assert main(["average", "--model", run, "--last", "2", "--out", averaged]) == 0
+    assert capsys.readouterr().out.strip() == f"Averaged epochs 2, 3 of {run} into {averaged}"
+    model = keras.models.load_model(os.path.join(averaged, "model.keras"), compile=False)
+    each = []
+    for _, path in epoch_checkpoints(os.path.join(run, "backup")):
+        model.load_weights(path)
+        each.append(model.get_weights())
+    mean = [np.mean(pair, axis=0) for pair in zip(*each)]
+    averaged_model = keras.models.load_model(os.path.join(averaged, "model.keras"), compile=False)
+    for got, want in zip(averaged_model.get_weights(), mean):
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7)
+    assert main(["evaluate", "--model", averaged, "--test", corpus["test"],
+                 "--beam-size", "1"]) == 0
+    assert capsys.readouterr().out.startswith("BLEU = ")
+
+    # Averaging more epochs than were kept is one line.
+    assert main(["average", "--model", run, "--last", "3", "--out", str(tmp_path / "x")]) == 2
+    assert "train with --keep-checkpoints 3" in capsys.readouterr().err
+    assert not os.path.exists(tmp_path / "x")
+
+    # Fine-tuning on a new corpus keeps the tokenizers and says so; the loss falls.
+    new = tmp_path / "new.tsv"
+    write_corpus(new, 160, seed=11)
+    tuned = str(tmp_path / "tuned")
+    assert main(["train", "--train", str(new), "--out", tuned, "--epochs", "2", "--steps", "6",
+                 "--init-from", averaged, "--batch-size", "16", "--keep-best", "loss"]) == 0
+    err = capsys.readouterr().err
+    assert f"Fine-tuning {averaged}/model.keras: its sentencepiece tokenizers" in err
+    assert (open(os.path.join(tuned, "tokenizers", "shared.spm"), "rb").read()
+            == open(os.path.join(run, "tokenizers", "shared.spm"), "rb").read())
+    with open(os.path.join(tuned, "history.csv")) as file:
+        losses = [float(row["loss"]) for row in csv.DictReader(file)]
+    assert losses[1] < losses[0]

@@ -1,0 +1,33 @@
+"""`keras-tf score`: the teacher-forced log-probability of each pair is the training loss's."""
+
+import numpy as np
+import tensorflow as tf
+
+from keras_tf.cli.main import main
+from keras_tf.cli.model_dir import load_model_dir
+from keras_tf.text import frame_source, frame_target
+from keras_tf.training import MaskedSparseCategoricalCrossentropy
+
+
+def test_score_is_minus_the_summed_cross_entropy(untrained_model_dir, corpus, capsys):
+    assert main(["score", "--model", untrained_model_dir, "--pairs", corpus["test"],
+                 "--batch-size", "8"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    test_lines = open(corpus["test"], encoding="utf-8").read().splitlines()
+    assert len(lines) == len(test_lines) == 20
+    trained = load_model_dir(untrained_model_dir)
+    loss = MaskedSparseCategoricalCrossentropy(label_smoothing=0.0)
+    c = trained.model.config
+    for line, pair in zip(lines, test_lines):
+        score, tokens, source, target = line.split("\t")
+        assert f"{source}\t{target}" == pair
+        # The same pair through the training loss: the mean negative log-likelihood.
+        encoder = frame_source(trained.tokenizers.tokenize_source([source]), c.max_source_length)
+        decoder, labels = frame_target(trained.tokenizers.tokenize_target([target]),
+                                       c.max_target_length)
+        logits = trained.model({"encoder_tokens": encoder.to_tensor(),
+                                "decoder_tokens": decoder.to_tensor()})
+        mean = float(loss(labels.to_tensor(), logits))
+        assert int(tokens) == labels.row_lengths()[0]
+        np.testing.assert_allclose(float(score), -mean * int(tokens), rtol=1e-4, atol=1e-3)
+    assert tf.reduce_all(tf.constant([float(line.split("\t")[0]) < 0 for line in lines]))

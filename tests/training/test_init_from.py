@@ -1,0 +1,58 @@
+"""Fine-tuning: `train(initial_model=...)` starts from the given weights and lowers the new loss."""
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from keras_tf.training import MaskedSparseCategoricalCrossentropy, make_reverse_task, train
+
+FAST = dict(batch_size=32, jit_compile=False, verbose=0)
+
+
+@pytest.fixture(scope="module")
+def pretrained(tmp_path_factory):
+    keras.utils.set_random_seed(3)
+    model, _ = train("transformer_tiny", make_reverse_task(256, seed=0),
+                     out_dir=str(tmp_path_factory.mktemp("pretrained")), epochs=3,
+                     learning_rate=3e-3, **FAST)
+    return model
+
+
+def _evaluation_loss(model, data):
+    # The training loss, label smoothing included, without updates or dropout
+    # (transformer_tiny has dropout 0).
+    inputs, labels = data
+    model.compile(loss=MaskedSparseCategoricalCrossentropy(label_smoothing=0.1),
+                  jit_compile=False)
+    return model.evaluate(
+        tf.data.Dataset.from_tensor_slices((dict(inputs), labels)).batch(32), verbose=0,
+        return_dict=True)["loss"]
+
+
+def test_step_zero_loss_is_the_models_evaluation_loss(pretrained, tmp_path):
+    # A new corpus: longer sequences than the pre-training ones, all of one
+    # length, so that every batch weighs the same in the epoch's mean loss
+    # whatever the shuffle.
+    new = make_reverse_task(128, min_length=12, max_length=12, seed=5)
+    expected = _evaluation_loss(pretrained, new)
+    # A learning rate of 0: the weights stay the given ones through the epoch, so
+    # every step's loss is the step-0 loss, and their mean the evaluation loss.
+    model, history = train(pretrained.config, new, out_dir=str(tmp_path), epochs=1,
+                           learning_rate=0.0, initial_model=pretrained, **FAST)
+    for a, b in zip(model.get_weights(), pretrained.get_weights()):
+        np.testing.assert_array_equal(a, b)
+    assert history.history["loss"][0] == pytest.approx(expected, rel=1e-5)
+    # And fresh weights start far above it.
+    fresh, fresh_history = train(pretrained.config, new, out_dir=str(tmp_path / "fresh"),
+                                 epochs=1, learning_rate=0.0, **FAST)
+    assert fresh_history.history["loss"][0] > expected + 0.5
+
+
+def test_fine_tuning_lowers_the_loss_on_the_new_corpus(pretrained, tmp_path):
+    new = make_reverse_task(256, min_length=8, max_length=14, seed=6)
+    before = _evaluation_loss(pretrained, new)
+    model, _ = train(pretrained.config, new, out_dir=str(tmp_path), epochs=2,
+                     learning_rate=1e-3, initial_model=pretrained, **FAST)
+    after = _evaluation_loss(model, new)
+    assert after < before - 0.1
