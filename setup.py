@@ -19,6 +19,7 @@ DEMO = [
     "sacrebleu>=2.4",
     "matplotlib>=3.7",
 ]
+JAX = ["jax[cpu]>=0.4.36"]
 
 setup(
     name="keras-tf",
@@ -46,7 +47,10 @@ setup(
     ],
     extras_require={
         "demo": DEMO,
+        # The JAX backend (docs/backends.md); on a GPU host install jax[cuda12] instead.
+        "jax": JAX,
         "test": DEMO
+        + JAX
         + [
             "pytest>=8",
             "pytest-xdist>=3",

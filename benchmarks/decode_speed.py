@@ -18,9 +18,15 @@ beam search counts the returned tokens, not the 4 hypotheses) and the
 ratios of the issue's targets: cached >= 25x uncached at 64 new tokens,
 time(256) <= 5x time(64), beam 4 <= 4x greedy.
 
+`--backend jax` runs the same on JAX; there `generate` is one `jax.jit`
+program and uncached_graph is the forward pass under `jax.jit`, compiled
+once per prefix length during the warm-up. `benchmarks/backends.py`
+compares the backends in one run.
+
 Usage:
     python benchmarks/decode_speed.py [--lengths 16 32 64 128 256]
         [--repeats 5] [--uncached-max-length 128] [--uncached-repeats 3]
+        [--backend tensorflow|jax]
 """
 
 import argparse
@@ -29,18 +35,20 @@ import sys
 import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from backend_flag import add_backend_argument, set_backend_from_argv  # noqa: E402
+
+BACKEND = set_backend_from_argv()
 
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
+from keras import ops  # noqa: E402
 
+import common  # noqa: E402
 from keras_tf.decoding import generate, greedy_search_uncached  # noqa: E402
+from keras_tf.decoding.compile import xla_compile  # noqa: E402
 from keras_tf.decoding.greedy import exclude_padding  # noqa: E402
 from keras_tf.models import START_ID, Seq2SeqTransformer  # noqa: E402
-
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import common  # noqa: E402
 
 BATCH_SIZE = 8
 SOURCE_LENGTH = 64
@@ -51,7 +59,30 @@ BENCH_SMALL = common.BENCH_SMALL.replace(
 
 
 def uncached_graph_loop(model):
-    """The uncached loop with the full model in one `tf.function` traced for any prefix length."""
+    """The uncached loop with the full model in one `tf.function` traced for any prefix length.
+
+    On JAX, which has no graph mode without XLA: the forward pass under
+    `jax.jit`, one program per prefix length.
+    """
+    if BACKEND == "jax":
+        next_tokens_jax = xla_compile(
+            lambda encoder_tokens, decoder_tokens: ops.argmax(exclude_padding(model(
+                {"encoder_tokens": encoder_tokens, "decoder_tokens": decoder_tokens}
+            )[:, -1, :]), axis=-1),
+            lambda: model.variables,
+        )
+
+        def run_jax(encoder_tokens, max_length):
+            prefix = np.full((BATCH_SIZE, 1), START_ID, "int32")
+            for _ in range(max_length):
+                picked = np.asarray(ops.convert_to_numpy(next_tokens_jax(encoder_tokens, prefix)))
+                prefix = np.concatenate([prefix, picked[:, None].astype("int32")], axis=1)
+            return prefix[:, 1:]
+
+        return run_jax
+
+    import tensorflow as tf
+
     spec = tf.TensorSpec((BATCH_SIZE, None), tf.int32)
 
     @tf.function(input_signature=[spec, spec], autograph=False)
@@ -78,6 +109,7 @@ def parse_args(argv):
         help="time the uncached loops only up to this many new tokens (they grow quadratically)",
     )
     parser.add_argument("--uncached-repeats", type=int, default=3)
+    add_backend_argument(parser)
     args = parser.parse_args(argv)
     too_long = [n for n in args.lengths if not 1 <= n <= BENCH_SMALL.max_target_length]
     if too_long:
@@ -108,7 +140,7 @@ def main(argv=None):
             ).tokens
             runs["uncached_graph", n] = lambda n=n: graph_loop(sources, n)
 
-    print(f"TensorFlow {tf.__version__}, Keras {keras.__version__}, {os.cpu_count()} CPUs")
+    print(f"backend {BACKEND}, Keras {keras.__version__}, {os.cpu_count()} CPUs")
     print("warm-up (XLA compiles each length once) ...", flush=True)
     outputs = {key: run() for key, run in runs.items()}
     for n in args.lengths:

@@ -7,17 +7,27 @@ interleaved rounds so that machine noise hits all of them alike. Prints target
 tokens/s (median over steps), the ratio, and model FLOPs utilisation against a
 float32 matmul measured in the same run.
 
+`--backend jax` runs the same models on JAX (numpy batches instead of
+`tf.data`; XLA only by default, since JAX without jit runs op by op);
+`--models` and `--jit` pick a subset. `benchmarks/backends.py` compares the
+backends in one run.
+
 Usage: python benchmarks/train_throughput.py [--rounds 4] [--steps 5]
+    [--backend tensorflow|jax] [--models keras_tf keras_hub] [--jit on off]
 """
 
 import argparse
 import sys
 
-import keras
-import keras_hub
-import tensorflow as tf
-
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
+from backend_flag import add_backend_argument, set_backend_from_argv  # noqa: E402
+
+BACKEND = set_backend_from_argv()
+
+import keras  # noqa: E402
+import keras_hub  # noqa: E402
+import numpy as np  # noqa: E402
+
 from common import (  # noqa: E402
     BATCH_SIZE,
     BENCH_SMALL,
@@ -71,25 +81,43 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--steps", type=int, default=5, help="timed fit steps per round")
+    add_backend_argument(parser)
+    parser.add_argument("--models", nargs="+", choices=("keras_tf", "keras_hub"),
+                        default=["keras_tf", "keras_hub"])
+    parser.add_argument("--jit", nargs="+", choices=("on", "off"),
+                        default=["on", "off"] if BACKEND == "tensorflow" else ["on"])
     args = parser.parse_args()
 
     peak = matmul_flops_per_second()
     inputs, labels = random_batch()
-    dataset = tf.data.Dataset.from_tensors((inputs, labels)).repeat().prefetch(2)
-    variants = [(kind, jit) for kind in ("keras_tf", "keras_hub") for jit in (True, False)]
+    if BACKEND == "tensorflow":
+        import tensorflow as tf
+
+        dataset = tf.data.Dataset.from_tensors((inputs, labels)).repeat().prefetch(2)
+
+        def fit(model, steps, callbacks=()):
+            model.fit(dataset, steps_per_epoch=steps, epochs=1, verbose=0, callbacks=callbacks)
+    else:
+        def fit(model, steps, callbacks=()):
+            model.fit({k: np.tile(v, (steps, 1)) for k, v in inputs.items()},
+                      np.tile(labels, (steps, 1)), batch_size=BATCH_SIZE, shuffle=False,
+                      epochs=1, verbose=0, callbacks=callbacks)
+
+    variants = [(kind, jit == "on") for kind in args.models for jit in args.jit]
     models = {v: build(*v) for v in variants}
     times = {v: [] for v in variants}
     for model in models.values():  # warm-up: tracing and compilation
-        model.fit(dataset, steps_per_epoch=2, epochs=1, verbose=0)
+        fit(model, 2)
     for _ in range(args.rounds):
         for variant, model in models.items():
             timer = StepTimer()
-            model.fit(dataset, steps_per_epoch=args.steps, epochs=1, verbose=0, callbacks=[timer])
+            fit(model, args.steps, [timer])
             times[variant].extend(timer.times)
 
     peak = max(peak, matmul_flops_per_second())  # measured before and after
     flops = training_flops_per_step(BENCH_SMALL, BATCH_SIZE, SEQUENCE_LENGTH, SEQUENCE_LENGTH)
     tokens = BATCH_SIZE * SEQUENCE_LENGTH
+    print(f"backend {BACKEND}, Keras {keras.__version__}")
     print(f"float32 matmul peak measured: {peak / 1e9:.1f} GFLOP/s; model FLOPs per step: {flops / 1e9:.1f} G")
     print(f"{'model':<10} {'jit':<5} {'median step s':>13} {'target tok/s':>12} {'MFU':>6}")
     best = {}
@@ -98,7 +126,8 @@ def main():
         rate = tokens / step
         best[kind] = max(best.get(kind, 0.0), rate)
         print(f"{kind:<10} {str(jit):<5} {step:>13.3f} {rate:>12.0f} {flops / step / peak:>6.1%}")
-    print(f"best keras_tf / best keras_hub = {best['keras_tf'] / best['keras_hub']:.2f}x")
+    if len(best) == 2:
+        print(f"best keras_tf / best keras_hub = {best['keras_tf'] / best['keras_hub']:.2f}x")
 
 
 if __name__ == "__main__":

@@ -22,6 +22,8 @@ MODULES = [
     "keras_tf.training.bleu",
     "keras_tf.training.callbacks",
     "keras_tf.training.averaging",
+    "keras_tf.decoding.compile",
+    "keras_tf.tensorflow_import",
 ]
 
 

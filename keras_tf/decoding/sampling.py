@@ -91,6 +91,12 @@ def sample_search(
         True
     """
 
+    # Step t draws with the generator's state + [0, t], as t draws in a row
+    # would. The state is set for each draw rather than updated inside the
+    # loop, which a traced loop body (jax.jit) cannot carry out of itself.
+    initial_state = seed_generator.state.value
+    seed_dtype = keras.backend.standardize_dtype(seed_generator.state.dtype)
+
     def pick(logits, index):
         # Sample among the top k (or all) tokens, most probable first, as
         # keras-hub's samplers do: values, order: [batch, k].
@@ -98,7 +104,10 @@ def sample_search(
         values, order = ops.top_k(logits / temperature, k=k, sorted=True)
         if top_p is not None:
             values = ops.where(nucleus_mask(values, top_p), values, _MASKED_LOGIT)
-        choice = keras.random.categorical(values, 1, dtype="int32", seed=seed_generator)
+        step = ops.stack([ops.zeros_like(index), index])
+        state = initial_state + ops.cast(step, seed_dtype)
+        with keras.StatelessScope(state_mapping=[(seed_generator.state, state)]):
+            choice = keras.random.categorical(values, 1, dtype="int32", seed=seed_generator)
         return ops.take_along_axis(order, choice, axis=-1)[:, 0]
 
     return decode_token_by_token(

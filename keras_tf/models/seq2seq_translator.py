@@ -25,6 +25,7 @@ token ids run on any Keras backend.
 import dataclasses
 import json
 import os
+import sys
 import tempfile
 
 import keras
@@ -34,6 +35,7 @@ from keras import ops
 from keras_tf.decoding.config import DecodingConfig
 from keras_tf.models.config import PAD_ID, PRESETS, TransformerConfig, get_preset
 from keras_tf.models.seq2seq_transformer import Seq2SeqTransformer
+from keras_tf.tensorflow_import import require_tensorflow
 from keras_tf.version import __version__
 
 CONFIG_FILE = "config.json"
@@ -193,9 +195,10 @@ class Seq2SeqTranslator(keras.Model):
         text_pairs = _is_text(x) and _is_text(y)
         dataset_of_text = False
         if not text_pairs and x is not None and y is None:
-            import tensorflow as tf
-
-            if isinstance(x, tf.data.Dataset):
+            # A tf.data.Dataset means TensorFlow is imported already; without
+            # it, x cannot be one.
+            tf = sys.modules.get("tensorflow")
+            if tf is not None and isinstance(x, tf.data.Dataset):
                 spec = x.element_spec
                 dataset_of_text = (
                     isinstance(spec, tuple)
@@ -210,7 +213,7 @@ class Seq2SeqTranslator(keras.Model):
                 "ids, or build it with tokenizers (Seq2SeqTranslator.from_preset(..., "
                 "tokenizers=...))"
             )
-        import tensorflow as tf
+        tf = require_tensorflow("Seq2SeqTranslator on text (fit, evaluate, predict)")
 
         batch_size = batch_size or DEFAULT_BATCH_SIZE
         if text_pairs:
@@ -338,7 +341,7 @@ class Seq2SeqTranslator(keras.Model):
         if _is_text(sources) and _is_text(targets):
             if self.preprocessor is None:
                 raise ValueError("This translator has no preprocessor, so it cannot read text")
-            import tensorflow as tf
+            tf = require_tensorflow("Seq2SeqTranslator.score on text")
 
             inputs, labels = self.preprocessor(
                 tf.constant(list(sources), tf.string), tf.constant(list(targets), tf.string)
@@ -363,7 +366,7 @@ class Seq2SeqTranslator(keras.Model):
         Returns:
             A `CrossAttention`.
         """
-        import tensorflow as tf
+        tf = require_tensorflow("Seq2SeqTranslator.cross_attention")
 
         from keras_tf.models.config import END_ID, START_ID
 

@@ -7,6 +7,10 @@
 docs/serving.md shows how to serve, query and reload the export.
 """
 
+from keras_tf.tensorflow_import import require_tensorflow
+
+require_tensorflow("keras_tf.serving (the SavedModel export)")
+
 from keras_tf.serving.export import (
     CONFIG_FILENAME,
     SCORE_OUTPUT,

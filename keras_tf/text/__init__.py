@@ -10,6 +10,10 @@ Read a corpus, learn tokenizers from it, build batches for `model.fit`:
                                 max_source_length=64, max_target_length=64)
 """
 
+from keras_tf.tensorflow_import import require_tensorflow
+
+require_tensorflow("keras_tf.text (tokenizers and the tf.data pipeline)")
+
 from keras_tf.text.corpora import (
     SKIP_REASONS,
     CorpusError,

@@ -1,10 +1,16 @@
-"""Training pieces: the paper's loss, metric, schedule and optimizer, and the entry point."""
+"""Training pieces: the paper's loss, metric, schedule and optimizer, and the entry point.
 
-from keras_tf.training.distribute import make_strategy
+The loss, metric, schedule and reverse task run on any Keras backend.
+`train` and `make_strategy` use `tf.data` and `tf.distribute`, so they are
+imported on first use and need TensorFlow.
+"""
+
+import importlib
+
+from keras_tf.training.callbacks import LearningRateMonitor
 from keras_tf.training.losses import MaskedSparseCategoricalCrossentropy
 from keras_tf.training.metrics import MaskedTokenAccuracy
 from keras_tf.training.reverse_task import make_reverse_task
-from keras_tf.training.callbacks import LearningRateMonitor
 from keras_tf.training.schedules import (
     TransformerSchedule,
     WarmupInverseSqrtSchedule,
@@ -12,7 +18,19 @@ from keras_tf.training.schedules import (
     planned_warmup_steps,
     transformer_adam,
 )
-from keras_tf.training.trainer import train
+
+# name -> the TensorFlow-only module that defines it
+_NEEDS_TENSORFLOW = {
+    "make_strategy": "keras_tf.training.distribute",
+    "train": "keras_tf.training.trainer",
+}
+
+
+def __getattr__(name):
+    if name in _NEEDS_TENSORFLOW:
+        return getattr(importlib.import_module(_NEEDS_TENSORFLOW[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "LearningRateMonitor",

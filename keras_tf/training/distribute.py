@@ -28,8 +28,11 @@ import os
 import shutil
 import tempfile
 
-import tensorflow as tf
 from keras import tree
+
+from keras_tf.tensorflow_import import require_tensorflow
+
+tf = require_tensorflow("keras_tf.training.distribute (make_strategy, train)")
 
 logger = logging.getLogger(__name__)
 

@@ -33,10 +33,10 @@ import time
 
 import keras
 import numpy as np
-import tensorflow as tf
 from keras import tree
 
 from keras_tf.models import Seq2SeqTransformer, TransformerConfig, get_preset
+from keras_tf.tensorflow_import import require_tensorflow
 from keras_tf.training.distribute import (
     any_worker,
     make_strategy,
@@ -51,6 +51,7 @@ from keras_tf.training.losses import MaskedSparseCategoricalCrossentropy
 from keras_tf.training.metrics import MaskedTokenAccuracy
 from keras_tf.training.schedules import TransformerSchedule, planned_schedule
 
+tf = require_tensorflow("keras_tf.training.train")
 logger = logging.getLogger(__name__)
 
 MIXED_PRECISION_POLICIES = ("mixed_bfloat16", "mixed_float16")

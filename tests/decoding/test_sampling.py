@@ -3,6 +3,7 @@ import numpy as np
 from keras import ops
 
 from keras_tf.decoding import generate, nucleus_mask, sample_search
+from keras_tf.decoding.compile import xla_compile
 from tests.decoding.conftest import MAX_LENGTH, random_sources
 
 # Probabilities of ids 0..5; id 0 is padding, which is never sampled.
@@ -76,3 +77,18 @@ def test_a_seed_gives_the_same_tokens_every_call(post_norm_model):
     np.testing.assert_array_equal(sample(seed=8), sample(seed=8))
     np.testing.assert_array_equal(sample(seed=7), first)
     assert (sample(seed=8) != first).any()
+
+
+def test_each_compiled_step_draws_afresh():
+    # The same logits at every step: a seed stuck at one value under the
+    # compiled loop would pick one token 40 times.
+    seed_generator = keras.random.SeedGenerator(3)
+
+    def step_fn(tokens, cache, index):
+        return ops.zeros((1, 6)), cache
+
+    def sample():
+        return sample_search(step_fn, (), 1, 40, seed_generator, end_id=None)[0]
+
+    tokens = ops.convert_to_numpy(xla_compile(sample, lambda: [seed_generator.state])())
+    assert len(np.unique(tokens)) == 5, tokens  # every id but padding

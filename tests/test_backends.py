@@ -1,0 +1,231 @@
+"""The layers, models and decoding on JAX: a test subset, TensorFlow <-> JAX parity, no TensorFlow.
+
+A process has one Keras backend, so each JAX check runs in a subprocess
+with `KERAS_BACKEND=jax`; this module itself runs on TensorFlow.
+"""
+
+import os
+import pathlib
+import re
+import subprocess
+import sys
+import textwrap
+
+import keras
+import numpy as np
+
+from keras_tf.decoding import generate
+from keras_tf.models import Seq2SeqTransformer, get_preset
+from keras_tf.training import make_reverse_task
+from tests.helpers import to_numpy
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+HIDE_TENSORFLOW = ROOT / "tests" / "hide_tensorflow.py"
+
+# The tests the issue asks to pass under JAX: parity with Keras's and
+# keras-hub's layers, one beam == greedy, beam scores == teacher-forced
+# log-probs over the penalty, the reverse task, a .keras round trip (in the
+# layer checks), the loss, metric and schedule, and what is JAX-specific
+# (weights read at call time, seeds in the compiled loop). Cached == uncached
+# greedy on JAX is checked below and by gpu_check.py --cpu: the test in
+# test_greedy.py would spend minutes compiling JAX's eager ops for every
+# prefix length.
+JAX_SUBSET = [
+    "tests/layers/test_multi_head_attention.py",
+    "tests/layers/test_transformer_blocks.py::test_encoder_matches_keras_hub",
+    "tests/layers/test_transformer_blocks.py::test_decoder_matches_keras_hub",
+    "tests/decoding/test_greedy.py::test_greedy_search_follows_a_fixed_chain_and_pads_after_end",
+    "tests/decoding/test_beam_search.py",
+    "tests/decoding/test_compile.py",
+    "tests/decoding/test_sampling.py::test_each_compiled_step_draws_afresh",
+    "tests/decoding/test_sampling.py::test_a_seed_gives_the_same_tokens_every_call",
+    "tests/decoding/test_generate.py::test_a_second_call_with_the_same_shapes_does_not_retrace",
+    "tests/decoding/test_generate.py::test_free_running_reverse_task_exact_match",
+    "tests/training/test_losses_metrics_schedules.py",
+    "tests/test_docstrings.py::test_docstring_examples[keras_tf.decoding.compile]",
+]
+
+
+def run_on_jax(args, timeout=600, cwd=ROOT):
+    """Run `python ARGS` in `cwd` (default: the repository root) with KERAS_BACKEND=jax."""
+    env = {
+        **os.environ,
+        "KERAS_BACKEND": "jax",
+        "TF_CPP_MIN_LOG_LEVEL": "3",
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+    }
+    return subprocess.run(
+        [sys.executable, *args], cwd=cwd, env=env, capture_output=True, text=True,
+        timeout=timeout,
+    )
+
+
+def test_the_jax_subset_passes():
+    result = run_on_jax(["-m", "pytest", "-q", "-p", "no:cacheprovider", *JAX_SUBSET], timeout=900)
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+    summary = result.stdout.strip().splitlines()[-1]
+    assert re.search(r"\d+ passed", summary) and not re.search(
+        r"failed|skipped|error|warning", summary
+    ), summary
+
+
+def test_same_weights_same_logits_and_greedy_tokens_on_tensorflow_and_jax(tmp_path):
+    """A .keras file saved on TensorFlow loads and generates on JAX, and the other way round."""
+    assert keras.backend.backend() == "tensorflow"
+    keras.utils.set_random_seed(5)
+    config = get_preset("transformer_tiny", tie_embeddings=False)
+    inputs, _ = make_reverse_task(4, seed=3)
+    np.savez(tmp_path / "inputs.npz", **inputs)
+    tf_model = Seq2SeqTransformer(config)
+    tf_model.save(tmp_path / "from_tf.keras")
+    tf_logits = to_numpy(tf_model(inputs))
+    tf_tokens = generate(tf_model, inputs["encoder_tokens"], max_length=10, end_id=None).tokens
+
+    script = textwrap.dedent(
+        f"""
+        import keras, numpy as np
+        import keras_tf
+        from keras_tf.decoding import generate
+        from keras_tf.models import Seq2SeqTransformer, get_preset
+        assert keras.backend.backend() == "jax"
+        folder = {str(tmp_path)!r}
+        inputs = dict(np.load(folder + "/inputs.npz"))
+
+        def outputs(model):
+            logits = keras.ops.convert_to_numpy(model(inputs))
+            tokens = generate(model, inputs["encoder_tokens"], max_length=10, end_id=None).tokens
+            return logits, tokens
+
+        from_tf = keras.models.load_model(folder + "/from_tf.keras")
+        logits, tokens = outputs(from_tf)
+
+        keras.utils.set_random_seed(6)
+        jax_model = Seq2SeqTransformer(get_preset("transformer_tiny", tie_embeddings=False))
+        jax_model.save(folder + "/from_jax.keras")
+        jax_logits, jax_tokens = outputs(jax_model)
+        # The .keras round trip on JAX itself.
+        reloaded_logits, reloaded_tokens = outputs(keras.models.load_model(folder + "/from_jax.keras"))
+        np.testing.assert_array_equal(reloaded_logits, jax_logits)
+        np.testing.assert_array_equal(reloaded_tokens, jax_tokens)
+        np.savez(folder + "/jax_outputs.npz", logits=logits, tokens=tokens,
+                 jax_logits=jax_logits, jax_tokens=jax_tokens)
+        """
+    )
+    result = run_on_jax(["-c", script])
+    assert result.returncode == 0, result.stderr[-3000:]
+    jax = np.load(tmp_path / "jax_outputs.npz")
+
+    # TensorFlow -> JAX.
+    np.testing.assert_allclose(jax["logits"], tf_logits, atol=1e-5, rtol=0)
+    np.testing.assert_array_equal(jax["tokens"], tf_tokens)
+    # JAX -> TensorFlow.
+    from_jax = keras.models.load_model(tmp_path / "from_jax.keras")
+    np.testing.assert_allclose(to_numpy(from_jax(inputs)), jax["jax_logits"], atol=1e-5, rtol=0)
+    np.testing.assert_array_equal(
+        generate(from_jax, inputs["encoder_tokens"], max_length=10, end_id=None).tokens,
+        jax["jax_tokens"],
+    )
+    # Two models, so the comparisons above are not of one set of weights twice.
+    assert not np.allclose(jax["jax_logits"], tf_logits, atol=1e-3)
+
+
+WITHOUT_TENSORFLOW = """
+import importlib, io, sys, contextlib
+import keras, numpy as np
+import keras_tf
+from keras_tf.decoding import generate, greedy_search_uncached
+from keras_tf.models import Seq2SeqTransformer, get_preset
+from keras_tf.training import (MaskedSparseCategoricalCrossentropy, MaskedTokenAccuracy,
+                               make_reverse_task, transformer_adam)
+
+assert keras.backend.backend() == "jax"
+
+# A preset model learns a few steps with the paper's loss, metric and schedule.
+keras.utils.set_random_seed(0)
+config = get_preset("transformer_tiny")
+model = Seq2SeqTransformer(config)
+inputs, labels = make_reverse_task(256, seed=0)
+model.compile(optimizer=transformer_adam(config.d_model, warmup_steps=10, scale=2.0),
+              loss=MaskedSparseCategoricalCrossentropy(label_smoothing=0.1),
+              metrics=[MaskedTokenAccuracy()], jit_compile=True)
+history = model.fit(inputs, labels, batch_size=64, epochs=3, verbose=0).history
+assert history["loss"][-1] < history["loss"][0], history
+
+# Cached, compiled greedy equals the full model on the prefix.
+sources = inputs["encoder_tokens"][:3]
+cached = generate(model, sources, max_length=4, end_id=None)
+uncached = greedy_search_uncached(model, sources, 4, end_id=None)
+np.testing.assert_array_equal(cached.tokens, uncached.tokens)
+np.testing.assert_allclose(cached.scores, uncached.scores, atol=1e-4)
+
+# The TensorFlow-only parts say so in one line.
+for name in ("keras_tf.text", "keras_tf.serving", "keras_tf.training.trainer"):
+    try:
+        importlib.import_module(name)
+    except ModuleNotFoundError as error:
+        assert "needs TensorFlow" in str(error) and "\\n" not in str(error), error
+    else:
+        raise AssertionError(name + " imported without TensorFlow")
+try:
+    from keras_tf.training import train
+except ModuleNotFoundError as error:
+    assert "keras_tf.training" in str(error) and "needs TensorFlow" in str(error), error
+else:
+    raise AssertionError("train imported without TensorFlow")
+from keras_tf.cli.main import main
+stderr = io.StringIO()
+with contextlib.redirect_stderr(stderr):
+    status = main(["translate", "--model", "nowhere"])
+assert status == 1 and stderr.getvalue().count("\\n") == 1, stderr.getvalue()
+assert "keras-tf translate: error: the keras-tf command line needs TensorFlow" in stderr.getvalue()
+
+assert not [m for m in sys.modules if m.split(".")[0] in ("tensorflow", "tensorflow_text")]
+print("OK", cached.tokens.tolist())
+"""
+
+
+def docs_example():
+    """The Python example of docs/backends.md and the output its comment shows."""
+    text = (ROOT / "docs" / "backends.md").read_text(encoding="utf-8")
+    (code,) = re.findall(r"```python\n(.*?)```", text, re.DOTALL)
+    (shown,) = re.findall(r"^print\(.*\)  # (.*)$", code, re.MULTILINE)
+    return code, shown
+
+
+def test_without_tensorflow_a_preset_trains_and_generates_on_jax(tmp_path):
+    # The docs' example first, as written (in an empty folder: it saves a file).
+    code, shown = docs_example()
+    result = run_on_jax(
+        [str(HIDE_TENSORFLOW), "-c", code + "\n" + WITHOUT_TENSORFLOW],
+        cwd=tmp_path,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    lines = result.stdout.splitlines()
+    assert lines[0] == shown, result.stdout
+    assert (tmp_path / "reverse.keras").is_file()
+    assert lines[1].startswith("OK"), result.stdout
+
+
+def test_gpu_check_runs_on_the_cpu_without_tensorflow():
+    result = run_on_jax(
+        [str(HIDE_TENSORFLOW), "benchmarks/gpu_check.py", "--cpu", "--steps", "3", "--repeats", "1"]
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "Warning" not in result.stderr, result.stderr[-3000:]
+    out = result.stdout
+    peaks = re.findall(r"(bfloat16|float32) ([\d.]+) TFLOP/s", out)
+    assert [dtype for dtype, _ in peaks] == ["bfloat16", "float32"] and all(
+        float(value) > 0 for _, value in peaks
+    ), out
+    training = re.findall(r"^\| (.+?) \| (bfloat16|float32) \| [\d.]+ \| ([\d,]+) \| ([\d.]+)% \|$",
+                          out, re.MULTILINE)
+    assert [(name.split(" (")[0], dtype) for name, dtype, _, _ in training] == [
+        ("bench-small", "bfloat16"), ("bench-small", "float32"),
+        ("transformer_base", "bfloat16"), ("transformer_base", "float32"),
+    ], out
+    assert all(float(rate.replace(",", "")) > 0 and float(mfu) > 0 for *_, rate, mfu in training)
+    decoding = re.findall(r"^\| (\d+) \| (greedy|beam4) \| [\d,]+ \| [\d,]+ \| [\d.]+x \|$",
+                          out, re.MULTILINE)
+    assert decoding == [("2", "greedy"), ("2", "beam4"), ("4", "greedy"), ("4", "beam4")], out
+    assert len(re.findall(r"tokens equal True", out)) == 4, out
+    assert "cached equals uncached: True" in out
