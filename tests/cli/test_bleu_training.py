@@ -19,7 +19,9 @@ def test_callback_bleu_equals_evaluate_bleu(tmp_path, corpus, capsys):
         rows = list(csv.DictReader(file))
     bleu = [float(row["val_bleu"]) for row in rows]
     chrf = [float(row["val_chrf"]) for row in rows]
-    assert len(bleu) == 3 and max(bleu) > 0
+    # Sentences of 1-3 words hold no 4-grams, so a good model's corpus BLEU
+    # may be 0; chrF (characters) shows the learning.
+    assert len(bleu) == 3 and chrf[-1] > chrf[0] > 0, chrf
     best = bleu.index(max(bleu))
     # model.keras is the best epoch on BLEU; evaluate decodes greedily, as the callback.
     assert main(["evaluate", "--model", out, "--test", corpus["valid"], "--beam-size", "1"]) == 0
