@@ -131,16 +131,9 @@ class Seq2SeqTranslator(keras.Model):
             )
         decoding.resolve(backbone.config)  # fails now, not at the first generate
         if preprocessor is not None:
-            c = backbone.config
-            for side in ("source", "target"):
-                size = getattr(preprocessor, f"{side}_vocabulary_size")
-                limit = getattr(c, f"{side}_vocabulary_size")
-                if size > limit:
-                    raise ValueError(
-                        f"The {side} tokenizer has {size} ids but the backbone's "
-                        f"{side}_vocabulary_size is {limit}; build the backbone with the "
-                        "tokenizers' vocabulary sizes"
-                    )
+            from keras_tf.text.preprocessor import check_vocabularies_fit
+
+            check_vocabularies_fit(preprocessor.tokenizers, backbone.config)
         super().__init__(**kwargs)
         self.backbone = backbone
         self.preprocessor = preprocessor

@@ -23,6 +23,7 @@ from keras_tf.text.preprocessor import (
     Seq2SeqPreprocessor,
     as_string_tensor,
     blank_empty_sources,
+    check_vocabularies_fit,
     clean_text,
 )
 
@@ -94,15 +95,7 @@ class Translator:
         self.preprocessor = Seq2SeqPreprocessor(
             tokenizers, self.decoding.max_source_length, self.decoding.max_length
         )
-        for side in ("source", "target"):
-            size = getattr(tokenizers, f"{side}_vocabulary_size")
-            limit = getattr(c, f"{side}_vocabulary_size")
-            if size > limit:
-                raise ValueError(
-                    f"The {side} tokenizer has {size} ids but the model's "
-                    f"{side}_vocabulary_size is {limit}; build the model with the "
-                    "tokenizers' vocabulary sizes"
-                )
+        check_vocabularies_fit(tokenizers, c)
         self.model = model
         self.tokenizers = tokenizers
         # `generate` pads sources up to these lengths; the export does the same.

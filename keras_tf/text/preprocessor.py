@@ -61,6 +61,19 @@ def as_string_tensor(texts):
     return tf.constant(texts, dtype=tf.string, shape=[len(texts)])
 
 
+def check_vocabularies_fit(tokenizers, model_config):
+    """Raise `ValueError` if a tokenizer has more ids than the model's embedding holds."""
+    for side in ("source", "target"):
+        size = getattr(tokenizers, f"{side}_vocabulary_size")
+        limit = getattr(model_config, f"{side}_vocabulary_size")
+        if size > limit:
+            raise ValueError(
+                f"The {side} tokenizer has {size} ids but the model's "
+                f"{side}_vocabulary_size is {limit}; build the model with the "
+                "tokenizers' vocabulary sizes"
+            )
+
+
 class Seq2SeqPreprocessor:
     """Tokenizers and framing of a translator: strings to model inputs, ids to strings.
 

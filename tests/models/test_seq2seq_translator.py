@@ -15,13 +15,7 @@ from keras_tf.decoding import DecodingConfig
 from keras_tf.models import Seq2SeqTransformer, Seq2SeqTranslator, get_preset
 from keras_tf.models.config import END_ID, PAD_ID
 from keras_tf.text import Seq2SeqTokenizers
-
-# Word-by-word English -> French: transformer_tiny learns it in a few epochs.
-LEXICON = {
-    "red": "rouge", "blue": "bleu", "green": "vert", "cat": "chat", "dog": "chien",
-    "house": "maison", "big": "grand", "small": "petit", "one": "un", "two": "deux",
-    "open": "ouvrir", "save": "sauver", "file": "fichier", "close": "fermer",
-}
+from tests.cli.conftest import LEXICON, keras_tf_command  # word-by-word English -> French
 MAX_LENGTH = 16
 BEAM = DecodingConfig(method="beam", beam_size=4)
 TEXTS = ["red cat", "open the file", "two small dogs", "", "save"]
@@ -219,7 +213,7 @@ def test_bad_presets_get_one_clear_error(trained, tmp_path):
     with pytest.raises(ValueError, match="one target per source; received 2 sources and 1 targets"):
         trained["translator"].fit(["red", "blue"], ["rouge"], epochs=1, verbose=0)
     small = Seq2SeqTransformer(get_preset("transformer_tiny", source_vocabulary_size=8))
-    with pytest.raises(ValueError, match="source tokenizer has 48 ids but the backbone's"):
+    with pytest.raises(ValueError, match="source tokenizer has 48 ids but the model's"):
         Seq2SeqTranslator(small, trained["translator"].preprocessor)
     with pytest.raises(ValueError, match="max_length=65 is beyond the model's positional range"):
         Seq2SeqTranslator(small, decoding=DecodingConfig(max_length=65))
@@ -263,8 +257,6 @@ def test_four_paths_give_the_same_strings(trained, tmp_path):
     fresh = json.loads(_run([sys.executable, "-c", _FRESH_PRESET, directory, json.dumps(TEXTS)]).stdout)
     assert fresh["texts"] == expected
     assert "keras_tf.cli" not in fresh["modules"]
-
-    from tests.cli.conftest import keras_tf_command
 
     cli = _run(keras_tf_command() + ["translate", "--model", directory, "--beam-size", "4"],
                stdin="".join(t + "\n" for t in TEXTS))
