@@ -20,14 +20,20 @@ TRAIN_OPTIONS = [
 ]
 
 
-def write_corpus(path, pairs, seed):
-    """Write `pairs` generated sentence pairs of 1-3 words as a TSV file; return the pairs."""
+def generated_pairs(pairs, seed):
+    """`pairs` (English, French) sentence pairs of 1-3 words from `LEXICON`, by `seed`."""
     rng = random.Random(seed)
     words = sorted(LEXICON)
     rows = []
     for _ in range(pairs):
         english = [rng.choice(words) for _ in range(rng.randint(1, 3))]
         rows.append((" ".join(english), " ".join(LEXICON[w] for w in english)))
+    return rows
+
+
+def write_corpus(path, pairs, seed):
+    """Write `pairs` generated sentence pairs of 1-3 words as a TSV file; return the pairs."""
+    rows = generated_pairs(pairs, seed)
     path.write_text("".join(f"{s}\t{t}\n" for s, t in rows), encoding="utf-8")
     return rows
 

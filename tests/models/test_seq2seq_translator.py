@@ -2,7 +2,6 @@
 
 import json
 import os
-import random
 import subprocess
 import sys
 import warnings
@@ -15,19 +14,15 @@ from keras_tf.decoding import DecodingConfig
 from keras_tf.models import Seq2SeqTransformer, Seq2SeqTranslator, get_preset
 from keras_tf.models.config import END_ID, PAD_ID
 from keras_tf.text import Seq2SeqTokenizers
-from tests.cli.conftest import LEXICON, keras_tf_command  # word-by-word English -> French
+from tests.cli.conftest import generated_pairs, keras_tf_command  # word-by-word English -> French
 MAX_LENGTH = 16
 BEAM = DecodingConfig(method="beam", beam_size=4)
 TEXTS = ["red cat", "open the file", "two small dogs", "", "save"]
 
 
 def make_pairs(count, seed):
-    rng = random.Random(seed)
-    words = sorted(LEXICON)
-    pairs = []
-    for _ in range(count):
-        english = [rng.choice(words) for _ in range(rng.randint(1, 3))]
-        pairs.append((" ".join(english), " ".join(LEXICON[w] for w in english)))
+    """`(sources, targets)`: lists of generated word-by-word pairs."""
+    pairs = generated_pairs(count, seed)
     return [s for s, _ in pairs], [t for _, t in pairs]
 
 
