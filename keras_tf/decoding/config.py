@@ -8,7 +8,7 @@ longest output) are filled in.
 
 import dataclasses
 
-from keras_tf.models.config import END_ID
+from keras_tf.models.config import END_ID, ConfigMethods
 
 METHODS = ("greedy", "beam", "top_k", "top_p")
 
@@ -22,7 +22,7 @@ def _is_number(value):
 
 
 @dataclasses.dataclass(frozen=True)
-class DecodingConfig:
+class DecodingConfig(ConfigMethods):
     """How to turn a source into a target: the search and its limits.
 
     Args:
@@ -111,10 +111,6 @@ class DecodingConfig:
                 f"received end_id={self.end_id!r}"
             )
 
-    def replace(self, **changes):
-        """A copy with some fields changed (validated again)."""
-        return dataclasses.replace(self, **changes)
-
     def resolve(self, model_config):
         """These settings checked against a model, with its limits filled in.
 
@@ -169,19 +165,6 @@ class DecodingConfig:
             temperature=float(self.temperature) if sampling else 1.0,
             end_id=self.end_id,
         )
-
-    def to_dict(self):
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, values):
-        names = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(values) - names)
-        if unknown:
-            raise ValueError(
-                f"Unknown DecodingConfig fields {unknown}; expected some of {sorted(names)}"
-            )
-        return cls(**values)
 
     @classmethod
     def for_beam_size(cls, beam_size, **fields):

@@ -15,8 +15,29 @@ END_ID = 3
 RESERVED_TOKENS = ("[PAD]", "[UNK]", "[START]", "[END]")
 
 
+class ConfigMethods:
+    """`replace`, `to_dict` and `from_dict` of the frozen config dataclasses."""
+
+    def replace(self, **changes):
+        """A copy with some fields changed (validated again)."""
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self):
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, values):
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(values) - names)
+        if unknown:
+            raise ValueError(
+                f"Unknown {cls.__name__} fields {unknown}; expected some of {sorted(names)}"
+            )
+        return cls(**values)
+
+
 @dataclasses.dataclass(frozen=True)
-class TransformerConfig:
+class TransformerConfig(ConfigMethods):
     """Hyper-parameters of the encoder-decoder Transformer.
 
     Args:
@@ -91,22 +112,6 @@ class TransformerConfig:
         """d_k = d_v = d_model / h."""
         return self.d_model // self.num_heads
 
-    def replace(self, **changes):
-        """A copy with some fields changed (validated again)."""
-        return dataclasses.replace(self, **changes)
-
-    def to_dict(self):
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, values):
-        names = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(values) - names)
-        if unknown:
-            raise ValueError(
-                f"Unknown TransformerConfig fields {unknown}; expected some of {sorted(names)}"
-            )
-        return cls(**values)
 
 
 PRESETS = {
