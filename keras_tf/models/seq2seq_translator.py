@@ -23,7 +23,6 @@ token ids run on any Keras backend.
 """
 
 import dataclasses
-import json
 import os
 import sys
 import tempfile
@@ -33,6 +32,7 @@ import numpy as np
 from keras import ops
 
 from keras_tf.decoding.config import DecodingConfig
+from keras_tf.json_files import read_json, write_json
 from keras_tf.models.config import PAD_ID, PRESETS, TransformerConfig, get_preset
 from keras_tf.models.seq2seq_transformer import Seq2SeqTransformer
 from keras_tf.tensorflow_import import require_tensorflow
@@ -51,20 +51,6 @@ PRESET_FORMAT_VERSION = 1
 # warm-up assumed 25,000-token batches and never peaks in a short run).
 DEFAULT_LEARNING_RATE = 5e-4
 DEFAULT_BATCH_SIZE = 32
-
-
-def _write_json(path, values):
-    """Write `values` to a temporary file, then rename it to `path`."""
-    temporary = f"{path}.partial"
-    with open(temporary, "w", encoding="utf-8") as file:
-        json.dump(values, file, indent=2, ensure_ascii=False)
-        file.write("\n")
-    os.replace(temporary, path)
-
-
-def _read_json(path):
-    with open(path, encoding="utf-8") as file:
-        return json.load(file)
 
 
 @dataclasses.dataclass
@@ -470,7 +456,7 @@ class Seq2SeqTranslator(keras.Model):
             )
         metadata_path = os.path.join(directory, METADATA_FILE)
         if os.path.isfile(metadata_path):
-            metadata = _read_json(metadata_path)
+            metadata = read_json(metadata_path)
             if metadata.get("format_version") != PRESET_FORMAT_VERSION:
                 raise ValueError(
                     f"{metadata_path}: expected format_version={PRESET_FORMAT_VERSION}; "
@@ -490,7 +476,7 @@ class Seq2SeqTranslator(keras.Model):
         config = backbone.config
         config_path = os.path.join(directory, CONFIG_FILE)
         if os.path.isfile(config_path):
-            if TransformerConfig.from_dict(_read_json(config_path)) != config:
+            if TransformerConfig.from_dict(read_json(config_path)) != config:
                 raise ValueError(
                     f"{directory}: {MODEL_FILE} was built with another config than {CONFIG_FILE}"
                 )
@@ -513,7 +499,7 @@ class Seq2SeqTranslator(keras.Model):
                     tokenizers, config.max_source_length, config.max_target_length
                 )
         if decoding is None and os.path.isfile(os.path.join(directory, DECODING_FILE)):
-            decoding = DecodingConfig.from_dict(_read_json(os.path.join(directory, DECODING_FILE)))
+            decoding = DecodingConfig.from_dict(read_json(os.path.join(directory, DECODING_FILE)))
         translator = cls(backbone, preprocessor, decoding)
         translator._text_unavailable = text_unavailable
         return translator
@@ -525,7 +511,7 @@ class Seq2SeqTranslator(keras.Model):
         """
         directory = os.fspath(directory)
         os.makedirs(directory, exist_ok=True)
-        _write_json(os.path.join(directory, CONFIG_FILE), self.config.to_dict())
+        write_json(os.path.join(directory, CONFIG_FILE), self.config.to_dict())
         staging = os.path.join(directory, f".partial-{MODEL_FILE}")
         self.backbone.save(staging)
         os.replace(staging, os.path.join(directory, MODEL_FILE))
@@ -538,8 +524,8 @@ class Seq2SeqTranslator(keras.Model):
 
                 shutil.rmtree(target)
             os.replace(staging, target)
-        _write_json(os.path.join(directory, DECODING_FILE), self.decoding.to_dict())
-        _write_json(
+        write_json(os.path.join(directory, DECODING_FILE), self.decoding.to_dict())
+        write_json(
             os.path.join(directory, METADATA_FILE),
             {
                 "format": PRESET_FORMAT,
