@@ -53,7 +53,7 @@ setup(
         + JAX
         + [
             "pytest>=8",
-            "pytest-xdist>=3",
+            "pytest-xdist>=3.2",  # --dist worksteal (pyproject.toml)
             "tensorflow-serving-api>=2.21,<2.22",
         ],
     },

@@ -40,7 +40,9 @@ def test_average_then_fine_tune(tmp_path, corpus, capsys):
 
     # Averaging more epochs than were kept is one line.
     assert main(["average", "--model", run, "--last", "3", "--out", str(tmp_path / "x")]) == 2
-    assert "train with --keep-checkpoints 3" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert err.startswith("keras-tf average: error: --last 3: ") and err.count("\n") == 1, err
+    assert "holds 2 epoch checkpoint(s); train with" in err and "(--keep-checkpoints 3)" in err
     assert not os.path.exists(tmp_path / "x")
 
     # Fine-tuning on a new corpus keeps the tokenizers and says so; the loss falls.

@@ -147,7 +147,7 @@ def test_bad_inputs_get_clear_errors():
         Seq2SeqTransformer("transformer_tiny")
 
 
-def test_one_xla_fit_step_and_mixed_bfloat16():
+def test_one_xla_fit_step_and_mixed_bfloat16_logits():
     inputs, labels = batch(n=8)
     model = Seq2SeqTransformer(TINY)
     model.compile(optimizer="adam", loss=MaskedSparseCategoricalCrossentropy(), jit_compile=True)
@@ -161,8 +161,7 @@ def test_one_xla_fit_step_and_mixed_bfloat16():
     logits = mixed(inputs)
     assert keras.backend.standardize_dtype(logits.dtype) == "float32"
     np.testing.assert_allclose(to_numpy(logits), to_numpy(model(inputs)), atol=0.3)
-    mixed.compile(optimizer="adam", loss=MaskedSparseCategoricalCrossentropy(), jit_compile=True)
-    assert np.isfinite(mixed.fit(inputs, labels, epochs=1, verbose=0).history["loss"][0])
+    # Training under mixed_bfloat16 with XLA: tests/training/test_mixed_precision.py.
 
 
 @pytest.fixture(scope="module")

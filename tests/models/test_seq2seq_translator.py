@@ -41,7 +41,7 @@ def trained(tmp_path_factory):
     translator.compile(optimizer=keras.optimizers.Adam(3e-3, beta_2=0.98, epsilon=1e-9))
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        history = translator.fit(sources, targets, batch_size=16, epochs=24, seed=0, verbose=0)
+        history = translator.fit(sources, targets, batch_size=32, epochs=24, seed=0, verbose=0)
         held_out = make_pairs(40, seed=1)
         hypotheses = translator.generate(held_out[0])
     directory = str(tmp_path_factory.mktemp("preset") / "translator")
