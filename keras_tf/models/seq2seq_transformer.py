@@ -62,7 +62,7 @@ class Seq2SeqTransformer(keras.Model):
         # passed to every block: no implicit Keras mask flows through the model.
         self.source_embedding = PositionalEmbedding(
             c.source_vocabulary_size, c.d_model, c.max_source_length,
-            mask_zero=False, dtype=dtype, name="source_embedding",
+            mask_zero=False, layout=c.positional_layout, dtype=dtype, name="source_embedding",
         )
         self.source_dropout = keras.layers.Dropout(c.dropout, dtype=dtype, name="source_dropout")
         self.encoder_blocks = [
@@ -71,7 +71,7 @@ class Seq2SeqTransformer(keras.Model):
         ]
         self.target_embedding = PositionalEmbedding(
             c.target_vocabulary_size, c.d_model, c.max_target_length,
-            mask_zero=False, dtype=dtype, name="target_embedding",
+            mask_zero=False, layout=c.positional_layout, dtype=dtype, name="target_embedding",
         )
         self.target_dropout = keras.layers.Dropout(c.dropout, dtype=dtype, name="target_dropout")
         self.decoder_blocks = [
@@ -92,6 +92,9 @@ class Seq2SeqTransformer(keras.Model):
             self.output_projection = keras.layers.Dense(
                 c.target_vocabulary_size, dtype=dtype, name="output_projection"
             )
+        self.output_bias = None
+        if c.output_bias:
+            self.output_bias = LogitsBias(c.target_vocabulary_size, name="output_bias")
 
         # === Functional model ===
         encoder_tokens = keras.Input((None,), dtype="int32", name="encoder_tokens")
@@ -174,8 +177,12 @@ class Seq2SeqTransformer(keras.Model):
         if self.decoder_norm is not None:
             x = self.decoder_norm(x)
         if self.output_projection is None:
-            return self.target_embedding(x, reverse=True)
-        return ops.cast(self.output_projection(x), "float32")
+            logits = self.target_embedding(x, reverse=True)
+        else:
+            logits = ops.cast(self.output_projection(x), "float32")
+        if self.output_bias is not None:
+            logits = self.output_bias(logits)
+        return logits
 
     # --- decoding sub-models, built from the same layers ---
 
@@ -369,6 +376,44 @@ def _check_inputs(inputs, config):
                 f"max_length={limits[key]}. Truncate the input or build the model "
                 "with a larger max length."
             )
+
+
+@keras.saving.register_keras_serializable(package="keras_tf")
+class LogitsBias(keras.layers.Layer):
+    """Adds a trained bias vector to float32 logits: BART's and Marian's `final_logits_bias`.
+
+    The variable is float32 whatever the dtype policy, as the logits are.
+
+    Args:
+        vocabulary_size: the logits' last dimension.
+
+    Example:
+        >>> import numpy as np
+        >>> LogitsBias(5)(np.zeros((1, 2, 5), "float32")).shape
+        (1, 2, 5)
+    """
+
+    def __init__(self, vocabulary_size, **kwargs):
+        super().__init__(**kwargs)
+        self.vocabulary_size = vocabulary_size
+
+    def build(self, logits_shape=None):
+        self.bias = self.add_weight(
+            shape=(self.vocabulary_size,), initializer="zeros", dtype="float32", name="bias"
+        )
+        self.built = True
+
+    def call(self, logits):
+        # logits: [batch, length, vocabulary], float32
+        return ops.cast(logits, "float32") + self.bias
+
+    def compute_output_spec(self, logits):
+        return keras.KerasTensor(logits.shape, dtype="float32")
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({"vocabulary_size": self.vocabulary_size})
+        return config
 
 
 class _BlockCall(keras.layers.Layer):
