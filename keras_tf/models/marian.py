@@ -64,13 +64,13 @@ def _read_json(path):
         return json.load(file)
 
 
-def is_marian_dir(path):
-    """Whether `path` is a Hugging Face Marian directory (config.json with model_type "marian")."""
+def is_hugging_face_dir(path):
+    """Whether `path` holds a Hugging Face model's config.json (one with a model_type)."""
     config_path = os.path.join(os.fspath(path), CONFIG_FILE)
     if not os.path.isfile(config_path):
         return False
     try:
-        return _read_json(config_path).get("model_type") == "marian"
+        return "model_type" in _read_json(config_path)
     except (OSError, ValueError):
         return False
 

@@ -435,7 +435,7 @@ class Seq2SeqTranslator(keras.Model):
         from keras_tf.models import marian
 
         is_marian = preset.startswith(marian.HF_PREFIX) or (
-            not os.path.isfile(os.path.join(preset, MODEL_FILE)) and marian.is_marian_dir(preset)
+            not os.path.isfile(os.path.join(preset, MODEL_FILE)) and marian.is_hugging_face_dir(preset)
         )
         if not is_marian and not os.path.isdir(preset):
             raise ValueError(

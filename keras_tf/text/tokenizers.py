@@ -39,6 +39,7 @@ import re
 import unicodedata
 
 import keras_hub
+import numpy as np
 import tensorflow as tf
 import tensorflow_text as tf_text
 from sentencepiece import sentencepiece_model_pb2
@@ -239,6 +240,8 @@ WORD_BOUNDARY = "\u2581"
 # A leading language tag such as ">>deu<<" (MarianTokenizer.remove_language_code):
 # kept as one piece, the rest of the text goes to SentencePiece.
 _LANGUAGE_TAG = r"(?s)^(>>.*?<<)(.*)$"
+# tf.strings.to_hash_bucket_fast with this many buckets is a 62-bit fingerprint.
+_FINGERPRINT_BUCKETS = 2**62
 
 
 class SentencePieceVocabularyTokenizer:
@@ -251,8 +254,8 @@ class SentencePieceVocabularyTokenizer:
     (a piece not in it reads as `[UNK]`); detokenizing joins the pieces of
     the ids and turns the word-boundary marks back into spaces. A leading
     language tag (`">>deu<< text"`) stays one piece, as MarianTokenizer
-    keeps it. Everything runs as TensorFlow and TF-Text ops (a lookup
-    table built in the traced graph), so an exported SavedModel runs it.
+    keeps it. Everything runs as TensorFlow and TF-Text ops on graph
+    constants, so an exported SavedModel runs it.
 
     Args:
         proto: bytes, a serialized SentencePiece model.
@@ -282,17 +285,34 @@ class SentencePieceVocabularyTokenizer:
             raise ValueError(f"The vocabulary repeats pieces, e.g. {repeated}")
         self.proto = proto
         self.vocabulary = vocabulary
+        # The ids of the pieces past the reserved ones, ordered by fingerprint.
+        fingerprints = tf.strings.to_hash_bucket_fast(
+            vocabulary[len(RESERVED_TOKENS):], _FINGERPRINT_BUCKETS
+        ).numpy()
+        order = np.argsort(fingerprints, kind="stable")
+        self._sorted_fingerprints = fingerprints[order]
+        if len(np.unique(self._sorted_fingerprints)) != len(order):
+            raise ValueError("Two pieces of the vocabulary share a 64-bit fingerprint")
+        self._sorted_ids = (order + len(RESERVED_TOKENS)).astype(np.int32)
 
     def vocabulary_size(self):
         return len(self.vocabulary)
 
-    def _piece_ids(self):
-        """A piece -> id table, created in the graph being traced (no eager resource)."""
-        pieces = tf.constant(self.vocabulary[len(RESERVED_TOKENS):], tf.string)
-        ids = tf.range(len(RESERVED_TOKENS), len(self.vocabulary), dtype=tf.int32)
-        return tf.lookup.StaticHashTable(
-            tf.lookup.KeyValueTensorInitializer(pieces, ids), default_value=UNK_ID
-        )
+    def _lookup(self, pieces):
+        """Pieces (tf.string, any shape) -> ids; a piece not in the vocabulary -> `UNK_ID`.
+
+        A search in the sorted 64-bit fingerprints of the vocabulary, then a
+        string comparison: graph constants and stateless ops only, so no
+        lookup-table resource has to be tracked by an export or survive
+        `tf.random.set_seed`.
+        """
+        fingerprints = tf.strings.to_hash_bucket_fast(pieces, _FINGERPRINT_BUCKETS)
+        flat = tf.reshape(fingerprints, [-1])
+        position = tf.searchsorted(tf.constant(self._sorted_fingerprints), flat)
+        position = tf.minimum(position, len(self._sorted_fingerprints) - 1)
+        ids = tf.gather(tf.constant(self._sorted_ids), position)
+        found = tf.equal(tf.gather(tf.constant(self.vocabulary), ids), tf.reshape(pieces, [-1]))
+        return tf.reshape(tf.where(found, ids, UNK_ID), tf.shape(pieces))
 
     def tokenize(self, strings):
         """tf.string `[batch]` -> int32 ragged `[batch, (pieces)]`."""
@@ -305,7 +325,7 @@ class SentencePieceVocabularyTokenizer:
             tf.boolean_mask(tag, tagged), tf.cast(tagged, tf.int64)
         )
         pieces = tf.concat([tags, pieces], axis=1)
-        return tf.ragged.map_flat_values(self._piece_ids().lookup, pieces)
+        return tf.ragged.map_flat_values(self._lookup, pieces)
 
     def detokenize(self, ids):
         """int32 ragged `[batch, (ids)]` (reserved ids removed) -> tf.string `[batch]`."""

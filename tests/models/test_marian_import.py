@@ -201,8 +201,8 @@ def test_import_marian_command_writes_a_preset_translate_reads(tmp_path):
         input="\n".join(SOURCES) + "\n", capture_output=True, text=True, env=env, timeout=300,
     )
     assert translated.returncode == 0, translated.stderr[-3000:]
-    # Beam 4, the preset's power penalty, up to max_target_length tokens.
-    expected = load_marian(str(FIXTURE)).generate(SOURCES, method="beam", beam_size=4)
+    # Beam 4 (--beam-size's default), with the preset's power penalty and max_length.
+    expected = load_marian(str(FIXTURE)).generate(SOURCES)
     assert translated.stdout.splitlines() == expected
 
 
