@@ -31,7 +31,7 @@ def sinusoidal_encoding(max_length, d_model, layout="interleaved"):
         A float32 numpy array `[max_length, d_model]`.
 
     Example:
-        >>> sinusoidal_encoding(2, 4, "concatenated")[1].round(4).tolist()
+        >>> [round(float(v), 4) for v in sinusoidal_encoding(2, 4, "concatenated")[1]]
         [0.8415, 0.01, 0.5403, 1.0]
     """
     if layout not in LAYOUTS:

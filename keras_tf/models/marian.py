@@ -40,8 +40,14 @@ import os
 
 import numpy as np
 
-from keras_tf.models.config import END_ID, PAD_ID, RESERVED_TOKENS, START_ID, UNK_ID
-from keras_tf.models.config import TransformerConfig
+from keras_tf.models.config import (
+    END_ID,
+    PAD_ID,
+    RESERVED_TOKENS,
+    START_ID,
+    UNK_ID,
+    TransformerConfig,
+)
 
 CONFIG_FILE = "config.json"
 GENERATION_CONFIG_FILE = "generation_config.json"
@@ -276,14 +282,33 @@ def _embedding(tensors):
     raise ValueError("The checkpoint holds no embedding (model.shared.weight)")
 
 
+class _Tensors:
+    """The checkpoint's tensors by name; a missing one is a `ValueError` that names it."""
+
+    def __init__(self, tensors):
+        self.tensors = tensors
+
+    def __getitem__(self, name):
+        if name not in self.tensors:
+            raise ValueError(f"The checkpoint lacks the tensor {name!r}")
+        return self.tensors[name]
+
+    def __contains__(self, name):
+        return name in self.tensors
+
+
+def _copy_dense(dense, tensors, prefix):
+    # torch Linear stores [out, in]; a Keras Dense kernel is [in, out].
+    dense.kernel.assign(tensors[f"{prefix}.weight"].T)
+    dense.bias.assign(tensors[f"{prefix}.bias"])
+
+
 def _copy_attention(layer, tensors, prefix):
-    # torch Linear stores [out, in]; Keras Dense kernels are [in, out]. Heads
-    # are consecutive slices of the output in both, so no reshuffling.
+    # Heads are consecutive slices of the projections' outputs in both, so
+    # transposing is all (no reshuffling of heads).
     for ours, theirs in (("query_dense", "q_proj"), ("key_dense", "k_proj"),
                          ("value_dense", "v_proj"), ("output_dense", "out_proj")):
-        dense = getattr(layer, ours)
-        dense.kernel.assign(tensors[f"{prefix}.{theirs}.weight"].T)
-        dense.bias.assign(tensors[f"{prefix}.{theirs}.bias"])
+        _copy_dense(getattr(layer, ours), tensors, f"{prefix}.{theirs}")
 
 
 def _copy_norm(norm, tensors, prefix):
@@ -292,10 +317,8 @@ def _copy_norm(norm, tensors, prefix):
 
 
 def _copy_feed_forward(feed_forward, tensors, prefix):
-    feed_forward.inner_dense.kernel.assign(tensors[f"{prefix}.fc1.weight"].T)
-    feed_forward.inner_dense.bias.assign(tensors[f"{prefix}.fc1.bias"])
-    feed_forward.output_dense.kernel.assign(tensors[f"{prefix}.fc2.weight"].T)
-    feed_forward.output_dense.bias.assign(tensors[f"{prefix}.fc2.bias"])
+    _copy_dense(feed_forward.inner_dense, tensors, f"{prefix}.fc1")
+    _copy_dense(feed_forward.output_dense, tensors, f"{prefix}.fc2")
 
 
 def copy_weights(model, tensors, order):
@@ -306,9 +329,7 @@ def copy_weights(model, tensors, order):
         tensors: `read_weights(directory)`.
         order: `marian_id_order(...)`, our id -> Marian id (-1: the spare row).
     """
-    missing = [name for name in ("final_logits_bias",) if name not in tensors]
-    if missing:
-        raise ValueError(f"The checkpoint lacks {missing}")
+    tensors = _Tensors(tensors)
     embedding = _embedding(tensors)
     rows = np.where(order[:, None] >= 0, embedding[np.maximum(order, 0)], 0.0)
     model.source_embedding.token_embedding.embeddings.assign(rows)

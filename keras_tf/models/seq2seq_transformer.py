@@ -389,7 +389,7 @@ class LogitsBias(keras.layers.Layer):
 
     Example:
         >>> import numpy as np
-        >>> LogitsBias(5)(np.zeros((1, 2, 5), "float32")).shape
+        >>> tuple(LogitsBias(5)(np.zeros((1, 2, 5), "float32")).shape)
         (1, 2, 5)
     """
 

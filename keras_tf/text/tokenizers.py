@@ -46,7 +46,10 @@ from sentencepiece import sentencepiece_model_pb2
 
 from keras_tf.models.config import END_ID, PAD_ID, RESERVED_TOKENS, START_ID, UNK_ID
 
-KINDS = ("sentencepiece", "wordpiece", "sentencepiece_vocabulary")
+# What `Seq2SeqTokenizers.train` learns; an imported checkpoint may also bring a
+# "sentencepiece_vocabulary" (SentencePieceVocabularyTokenizer).
+TRAINABLE_KINDS = ("sentencepiece", "wordpiece")
+KINDS = TRAINABLE_KINDS + ("sentencepiece_vocabulary",)
 SENTENCEPIECE_MODEL_TYPES = ("unigram", "bpe")
 CONFIG_FILENAME = "tokenizers.json"
 FORMAT_VERSION = 1
@@ -486,8 +489,8 @@ class Seq2SeqTokenizers(tf.Module):
             >>> tokenizers.shared
             False
         """
-        if kind not in KINDS:
-            raise ValueError(f"kind must be one of {KINDS}; received kind={kind!r}")
+        if kind not in TRAINABLE_KINDS:
+            raise ValueError(f"kind must be one of {TRAINABLE_KINDS}; received kind={kind!r}")
         if kind == "wordpiece" and model_type is not None:
             raise ValueError(
                 "model_type applies to SentencePiece only; received "
