@@ -31,8 +31,8 @@ def sinusoidal_encoding(max_length, d_model, layout="interleaved"):
         A float32 numpy array `[max_length, d_model]`.
 
     Example:
-        >>> [round(float(v), 4) for v in sinusoidal_encoding(2, 4, "concatenated")[1]]
-        [0.8415, 0.01, 0.5403, 1.0]
+        >>> [round(float(v), 3) for v in sinusoidal_encoding(2, 4, "concatenated")[1]]
+        [0.841, 0.01, 0.54, 1.0]
     """
     if layout not in LAYOUTS:
         raise ValueError(f"layout must be one of {LAYOUTS}; received layout={layout!r}")
