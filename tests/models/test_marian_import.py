@@ -277,3 +277,20 @@ def test_hf_paths_need_huggingface_hub_or_name_the_form():
     if importlib.util.find_spec("huggingface_hub") is None:
         with pytest.raises(ValueError, match="needs huggingface_hub"):
             load_marian("hf://Helsinki-NLP/opus-mt-en-de")
+
+
+def test_separate_vocabularies_read_target_vocab_json(tmp_path):
+    directory = _broken_copy(tmp_path)
+    tokenizer_config = pathlib.Path(directory) / "tokenizer_config.json"
+    tokenizer_config.write_text(
+        json.dumps({**json.loads(tokenizer_config.read_text()), "separate_vocabs": True})
+    )
+    marian_config = read_marian_config(directory)
+    with pytest.raises(ValueError, match="no target_vocab.json"):
+        read_vocabularies(directory, marian_config)
+    vocabulary = json.loads((FIXTURE / "vocab.json").read_text(encoding="utf-8"))
+    target = {("<target>" + piece if i == 5 else piece): i for piece, i in vocabulary.items()}
+    (pathlib.Path(directory) / "target_vocab.json").write_text(json.dumps(target))
+    source_pieces, target_pieces, _ = read_vocabularies(directory, marian_config)
+    assert target_pieces[5] == "<target>" + source_pieces[5]
+    assert target_pieces[:5] + target_pieces[6:] == source_pieces[:5] + source_pieces[6:]
