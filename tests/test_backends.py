@@ -192,11 +192,48 @@ def docs_example():
     return code, shown
 
 
+# A translator preset saved on TensorFlow (tokenizers included) loads on JAX
+# without TensorFlow and translates ids; text says in one line why it cannot.
+# The preset JAX writes back (ids only) is checked on TensorFlow by the test.
+PRESETS_ACROSS_BACKENDS = """
+from keras_tf.models import Seq2SeqTranslator
+ids = np.load("source_ids.npy")
+translator = Seq2SeqTranslator.from_preset("from_tf")
+assert translator.preprocessor is None
+np.save("jax_tokens.npy", translator.generate(ids, method="beam", beam_size=3))
+try:
+    translator.generate("red cat")
+except ValueError as error:
+    assert "needs TensorFlow" in str(error) and "from_tf/tokenizers" in str(error), error
+else:
+    raise AssertionError("text translated without TensorFlow")
+translator.save_to_preset("from_jax")
+assert not [m for m in sys.modules if m.split(".")[0] in ("tensorflow", "tensorflow_text")]
+print("PRESETS OK")
+"""
+
+
 def test_without_tensorflow_a_preset_trains_and_generates_on_jax(tmp_path):
+    from keras_tf.models import Seq2SeqTranslator
+    from keras_tf.text import Seq2SeqTokenizers
+
+    keras.utils.set_random_seed(11)
+    sources = ["red cat", "open the file", "two small dogs", "save the notebook"] * 4
+    targets = ["chat rouge", "ouvre le fichier", "deux petits chiens", "enregistre"] * 4
+    tokenizers = Seq2SeqTokenizers.train(sources, targets, vocabulary_size=40)
+    translator = Seq2SeqTranslator.from_preset("transformer_tiny", tokenizers=tokenizers)
+    translator.save_to_preset(tmp_path / "from_tf")
+    source_ids = translator.preprocessor.encoder_tokens(
+        translator.preprocessor.source_ids(sources[:4])
+    ).numpy()
+    np.save(tmp_path / "source_ids.npy", source_ids)
+    beam = dict(method="beam", beam_size=3)
+    tf_tokens = translator.generate(source_ids, **beam)
+
     # The docs' example first, as written (in an empty folder: it saves a file).
     code, shown = docs_example()
     result = run_on_jax(
-        [str(HIDE_TENSORFLOW), "-c", code + "\n" + WITHOUT_TENSORFLOW],
+        [str(HIDE_TENSORFLOW), "-c", "\n".join([code, WITHOUT_TENSORFLOW, PRESETS_ACROSS_BACKENDS])],
         cwd=tmp_path,
     )
     assert result.returncode == 0, result.stderr[-3000:]
@@ -204,6 +241,14 @@ def test_without_tensorflow_a_preset_trains_and_generates_on_jax(tmp_path):
     assert lines[0] == shown, result.stdout
     assert (tmp_path / "reverse.keras").is_file()
     assert lines[1].startswith("OK"), result.stdout
+    assert lines[2] == "PRESETS OK", result.stdout
+
+    # TensorFlow -> JAX: the same beam tokens from the same preset.
+    np.testing.assert_array_equal(np.load(tmp_path / "jax_tokens.npy"), tf_tokens)
+    # JAX -> TensorFlow: the preset JAX wrote loads here and gives them again.
+    from_jax = Seq2SeqTranslator.from_preset(tmp_path / "from_jax")
+    assert from_jax.preprocessor is None
+    np.testing.assert_array_equal(from_jax.generate(source_ids, **beam), tf_tokens)
 
 
 def test_gpu_check_runs_on_the_cpu_without_tensorflow():

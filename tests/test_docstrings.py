@@ -13,6 +13,7 @@ MODULES = [
     "keras_tf.layers.transformer_encoder_block",
     "keras_tf.layers.transformer_decoder_block",
     "keras_tf.models.config",
+    "keras_tf.models.seq2seq_backbone",
     "keras_tf.models.seq2seq_transformer",
     "keras_tf.training.losses",
     "keras_tf.training.metrics",
@@ -24,6 +25,7 @@ MODULES = [
     "keras_tf.training.averaging",
     "keras_tf.decoding.compile",
     "keras_tf.tensorflow_import",
+    "keras_tf.option_error",
 ]
 
 

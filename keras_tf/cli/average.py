@@ -23,8 +23,10 @@ def add_arguments(parser):
 
 
 def run(args):
-    from keras_tf.cli.model_dir import average_model_dir
+    from keras_tf.cli.model_dir import check_model_dir
+    from keras_tf.training.preset_dir import average_preset_dir
 
-    epochs = average_model_dir(args.model, args.last, args.out)
+    check_model_dir(args.model)
+    epochs = average_preset_dir(args.model, args.last, args.out)
     print(f"Averaged epochs {', '.join(map(str, epochs))} of {args.model} into {args.out}")
     return 0

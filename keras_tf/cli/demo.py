@@ -124,7 +124,8 @@ def run(args):
     from keras_tf.cli import attention
     from keras_tf.cli.batch_translation import make_translator, translate_in_batches
     from keras_tf.cli.evaluate import score
-    from keras_tf.cli.model_dir import HISTORY_FILE, load_model_dir, train_model_dir
+    from keras_tf.cli.model_dir import HISTORY_FILE, load_model_dir
+    from keras_tf.training.preset_dir import train_preset_dir
     from keras_tf.serving import export
 
     if args.corpus == "bible" and args.quick:
@@ -144,7 +145,7 @@ def run(args):
     seconds["data"] = time.perf_counter() - began
 
     began = _stage(f"Training {PRESET}, {settings.epochs} epochs (model.fit, XLA)")
-    train_model_dir(
+    train_preset_dir(
         model_dir,
         corpus.train,
         corpus.valid,

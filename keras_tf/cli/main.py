@@ -35,6 +35,7 @@ from keras_tf.cli import (
     translate,
 )
 from keras_tf.cli.errors import EXIT_USER_ERROR, ArgumentParser, UserError, one_line
+from keras_tf.option_error import OptionError
 from keras_tf.tensorflow_import import require_tensorflow
 
 # Installed by the `demo` extra: scoring, drawing, the demo corpus.
@@ -89,6 +90,10 @@ def main(argv=None):
             return args.run(args) or 0
     except UserError as error:
         print(f"{prefix}: error: {one_line(error)}", file=sys.stderr)
+        return EXIT_USER_ERROR
+    except OptionError as error:
+        # The library names its arguments; the command line names their flags.
+        print(f"{prefix}: error: {one_line(error.as_flags())}", file=sys.stderr)
         return EXIT_USER_ERROR
     except (ValueError, OSError) as error:
         # The library's checks of what the user passed: a malformed corpus

@@ -115,12 +115,8 @@ def add_arguments(parser):
 
 def run(args):
     from keras_tf.cli.corpus_files import read_tsv_option
-    from keras_tf.cli.model_dir import (
-        check_model_dir,
-        check_preset,
-        check_same_options,
-        train_model_dir,
-    )
+    from keras_tf.cli.model_dir import check_model_dir, check_preset
+    from keras_tf.training.preset_dir import check_same_options, train_preset_dir
 
     mixed_precision = MIXED_PRECISION.get(args.mixed_precision)
     # The checks that need no data first, so a mistake costs no waiting.
@@ -143,7 +139,7 @@ def run(args):
     if args.valid:
         valid_corpus = read_tsv_option(args.valid, "--valid", args.skip_bad_lines)
     start = time.perf_counter()
-    _, history = train_model_dir(
+    _, history = train_preset_dir(
         args.out,
         train_corpus,
         valid_corpus,

@@ -1,4 +1,4 @@
-"""The functional seq2seq model (the backbone), the translator task, the configuration and presets."""
+"""The backbone (no head), the Transformer (backbone + output head), the translator task, the configuration and presets."""
 
 from keras_tf.models.config import (
     END_ID,
@@ -10,6 +10,7 @@ from keras_tf.models.config import (
     TransformerConfig,
     get_preset,
 )
+from keras_tf.models.seq2seq_backbone import Seq2SeqBackbone
 from keras_tf.models.seq2seq_transformer import Seq2SeqTransformer
 from keras_tf.models.seq2seq_translator import Seq2SeqTranslator
 
@@ -20,6 +21,7 @@ __all__ = [
     "RESERVED_TOKENS",
     "START_ID",
     "UNK_ID",
+    "Seq2SeqBackbone",
     "Seq2SeqTransformer",
     "Seq2SeqTranslator",
     "TransformerConfig",

@@ -35,10 +35,11 @@ matrix: fine-tuning lets them drift apart (the output layer stays tied to
 the target copy).
 """
 
-import json
 import os
 
 import numpy as np
+
+from keras_tf.json_files import read_json
 
 from keras_tf.models.config import (
     END_ID,
@@ -65,18 +66,13 @@ ACTIVATIONS = {"swish": "silu", "silu": "silu", "relu": "relu", "gelu": "gelu"}
 SPARE_ROW_BIAS = -1e9
 
 
-def _read_json(path):
-    with open(path, encoding="utf-8") as file:
-        return json.load(file)
-
-
 def is_hugging_face_dir(path):
     """Whether `path` holds a Hugging Face model's config.json (one with a model_type)."""
     config_path = os.path.join(os.fspath(path), CONFIG_FILE)
     if not os.path.isfile(config_path):
         return False
     try:
-        return "model_type" in _read_json(config_path)
+        return "model_type" in read_json(config_path)
     except (OSError, ValueError):
         return False
 
@@ -119,7 +115,7 @@ def read_marian_config(directory):
     path = os.path.join(directory, CONFIG_FILE)
     if not os.path.isfile(path):
         raise ValueError(f"{directory} is not a Hugging Face Marian directory: no {CONFIG_FILE}")
-    config = _read_json(path)
+    config = read_json(path)
     if config.get("model_type") != "marian":
         raise ValueError(
             f"{path}: expected model_type='marian'; received model_type={config.get('model_type')!r}"
@@ -221,7 +217,7 @@ def read_vocabularies(directory, marian_config):
     """
     tokenizer_config_path = os.path.join(directory, TOKENIZER_CONFIG_FILE)
     tokenizer_config = (
-        _read_json(tokenizer_config_path) if os.path.isfile(tokenizer_config_path) else {}
+        read_json(tokenizer_config_path) if os.path.isfile(tokenizer_config_path) else {}
     )
     files = [VOCABULARY_FILE, VOCABULARY_FILE]
     if tokenizer_config.get("separate_vocabs", False):
@@ -231,7 +227,7 @@ def read_vocabularies(directory, marian_config):
         path = os.path.join(directory, name)
         if not os.path.isfile(path):
             raise ValueError(f"{directory}: no {name}; a Marian directory needs its vocabulary")
-        pieces = _read_json(path)
+        pieces = read_json(path)
         unk = tokenizer_config.get("unk_token", "<unk>")
         if unk not in pieces:
             raise ValueError(f"{path}: the unknown token {unk!r} is not in the vocabulary")
@@ -361,7 +357,7 @@ def decoding_config(directory, marian_config, model_config):
     from keras_tf.decoding.config import DecodingConfig
 
     path = os.path.join(directory, GENERATION_CONFIG_FILE)
-    settings = _read_json(path) if os.path.isfile(path) else marian_config
+    settings = read_json(path) if os.path.isfile(path) else marian_config
     num_beams = int(settings.get("num_beams") or 1)
     max_length = settings.get("max_length") or model_config.max_target_length + 1
     return DecodingConfig.for_beam_size(

@@ -23,7 +23,6 @@ token ids run on any Keras backend.
 """
 
 import dataclasses
-import json
 import os
 import sys
 import tempfile
@@ -33,6 +32,7 @@ import numpy as np
 from keras import ops
 
 from keras_tf.decoding.config import DecodingConfig
+from keras_tf.json_files import read_json, write_json
 from keras_tf.models.config import PAD_ID, PRESETS, TransformerConfig, get_preset
 from keras_tf.models.seq2seq_transformer import Seq2SeqTransformer
 from keras_tf.tensorflow_import import require_tensorflow
@@ -51,20 +51,6 @@ PRESET_FORMAT_VERSION = 1
 # warm-up assumed 25,000-token batches and never peaks in a short run).
 DEFAULT_LEARNING_RATE = 5e-4
 DEFAULT_BATCH_SIZE = 32
-
-
-def _write_json(path, values):
-    """Write `values` to a temporary file, then rename it to `path`."""
-    temporary = f"{path}.partial"
-    with open(temporary, "w", encoding="utf-8") as file:
-        json.dump(values, file, indent=2, ensure_ascii=False)
-        file.write("\n")
-    os.replace(temporary, path)
-
-
-def _read_json(path):
-    with open(path, encoding="utf-8") as file:
-        return json.load(file)
 
 
 @dataclasses.dataclass
@@ -144,6 +130,20 @@ class Seq2SeqTranslator(keras.Model):
         """The backbone's `TransformerConfig`."""
         return self.backbone.config
 
+    def _text_preprocessor(self):
+        """The preprocessor, or a ValueError that says why this translator takes ids only."""
+        if self.preprocessor is not None:
+            return self.preprocessor
+        if getattr(self, "_text_unavailable", None):
+            raise ValueError(
+                f"This translator reads and writes token ids only: {self._text_unavailable}"
+            )
+        raise ValueError(
+            "This translator has no preprocessor, so it cannot read text; pass token "
+            "ids, or build it with tokenizers (Seq2SeqTranslator.from_preset(..., "
+            "tokenizers=...))"
+        )
+
     def call(self, inputs, training=None):
         # logits: [batch, target_length, target_vocabulary], float32
         return self.backbone(inputs, training=training)
@@ -200,12 +200,7 @@ class Seq2SeqTranslator(keras.Model):
                 )
         if not (text_pairs or dataset_of_text):
             return x, y, batch_size
-        if self.preprocessor is None:
-            raise ValueError(
-                "This translator has no preprocessor, so it cannot read text; pass token "
-                "ids, or build it with tokenizers (Seq2SeqTranslator.from_preset(..., "
-                "tokenizers=...))"
-            )
+        self._text_preprocessor()
         tf = require_tensorflow("Seq2SeqTranslator on text (fit, evaluate, predict)")
 
         batch_size = batch_size or DEFAULT_BATCH_SIZE
@@ -309,12 +304,7 @@ class Seq2SeqTranslator(keras.Model):
         return self._translator(self._decoding(decoding, fields)).translate_with_scores(inputs)
 
     def _translator(self, decoding):
-        if self.preprocessor is None:
-            raise ValueError(
-                "This translator has no preprocessor, so it cannot read text; pass token "
-                "ids, or build it with tokenizers (Seq2SeqTranslator.from_preset(..., "
-                "tokenizers=...))"
-            )
+        self._text_preprocessor()
         from keras_tf.serving.translator import Translator
 
         return Translator(self.backbone, self.preprocessor.tokenizers, decoding=decoding)
@@ -332,8 +322,7 @@ class Seq2SeqTranslator(keras.Model):
             included) of log softmax(logits)[token].
         """
         if _is_text(sources) and _is_text(targets):
-            if self.preprocessor is None:
-                raise ValueError("This translator has no preprocessor, so it cannot read text")
+            self._text_preprocessor()
             tf = require_tensorflow("Seq2SeqTranslator.score on text")
 
             inputs, labels = self.preprocessor(
@@ -363,9 +352,7 @@ class Seq2SeqTranslator(keras.Model):
 
         from keras_tf.models.config import END_ID, START_ID
 
-        preprocessor = self.preprocessor
-        if preprocessor is None:
-            raise ValueError("This translator has no preprocessor, so it cannot read text")
+        preprocessor = self._text_preprocessor()
         # encoder_tokens: [1, S]; generated: [max_length], 0 after END.
         encoder_tokens = preprocessor.encoder_tokens(preprocessor.source_ids(tf.constant([text])))
         encoder_tokens = encoder_tokens.numpy()
@@ -392,8 +379,7 @@ class Seq2SeqTranslator(keras.Model):
         Returns:
             The export folder, `<model_base_path>/<version>`.
         """
-        if self.preprocessor is None:
-            raise ValueError("A translator without a preprocessor cannot be exported as text")
+        self._text_preprocessor()
         from keras_tf.serving.export import export
 
         return export(
@@ -481,7 +467,7 @@ class Seq2SeqTranslator(keras.Model):
             )
         metadata_path = os.path.join(directory, METADATA_FILE)
         if os.path.isfile(metadata_path):
-            metadata = _read_json(metadata_path)
+            metadata = read_json(metadata_path)
             if metadata.get("format_version") != PRESET_FORMAT_VERSION:
                 raise ValueError(
                     f"{metadata_path}: expected format_version={PRESET_FORMAT_VERSION}; "
@@ -501,24 +487,33 @@ class Seq2SeqTranslator(keras.Model):
         config = backbone.config
         config_path = os.path.join(directory, CONFIG_FILE)
         if os.path.isfile(config_path):
-            if TransformerConfig.from_dict(_read_json(config_path)) != config:
+            if TransformerConfig.from_dict(read_json(config_path)) != config:
                 raise ValueError(
                     f"{directory}: {MODEL_FILE} was built with another config than {CONFIG_FILE}"
                 )
         if not load_weights:
             backbone = Seq2SeqTransformer(config)
-        preprocessor = None
+        preprocessor = text_unavailable = None
         if os.path.isfile(os.path.join(directory, TOKENIZERS_DIR, "tokenizers.json")):
-            from keras_tf.text import Seq2SeqTokenizers
-            from keras_tf.text.preprocessor import Seq2SeqPreprocessor
-
-            tokenizers = Seq2SeqTokenizers.load(os.path.join(directory, TOKENIZERS_DIR))
-            preprocessor = Seq2SeqPreprocessor(
-                tokenizers, config.max_source_length, config.max_target_length
-            )
+            try:
+                from keras_tf.text import Seq2SeqTokenizers
+                from keras_tf.text.preprocessor import Seq2SeqPreprocessor
+            except ModuleNotFoundError as error:
+                if error.name != "tensorflow":
+                    raise
+                # On a backend without TensorFlow the preset still loads and
+                # translates token ids; text says why it cannot.
+                text_unavailable = f"{directory}/{TOKENIZERS_DIR}: {error}"
+            else:
+                tokenizers = Seq2SeqTokenizers.load(os.path.join(directory, TOKENIZERS_DIR))
+                preprocessor = Seq2SeqPreprocessor(
+                    tokenizers, config.max_source_length, config.max_target_length
+                )
         if decoding is None and os.path.isfile(os.path.join(directory, DECODING_FILE)):
-            decoding = DecodingConfig.from_dict(_read_json(os.path.join(directory, DECODING_FILE)))
-        return cls(backbone, preprocessor, decoding)
+            decoding = DecodingConfig.from_dict(read_json(os.path.join(directory, DECODING_FILE)))
+        translator = cls(backbone, preprocessor, decoding)
+        translator._text_unavailable = text_unavailable
+        return translator
 
     def save_to_preset(self, directory):
         """Write this translator to `directory`, which `from_preset` reads back.
@@ -527,7 +522,7 @@ class Seq2SeqTranslator(keras.Model):
         """
         directory = os.fspath(directory)
         os.makedirs(directory, exist_ok=True)
-        _write_json(os.path.join(directory, CONFIG_FILE), self.config.to_dict())
+        write_json(os.path.join(directory, CONFIG_FILE), self.config.to_dict())
         staging = os.path.join(directory, f".partial-{MODEL_FILE}")
         self.backbone.save(staging)
         os.replace(staging, os.path.join(directory, MODEL_FILE))
@@ -540,8 +535,8 @@ class Seq2SeqTranslator(keras.Model):
 
                 shutil.rmtree(target)
             os.replace(staging, target)
-        _write_json(os.path.join(directory, DECODING_FILE), self.decoding.to_dict())
-        _write_json(
+        write_json(os.path.join(directory, DECODING_FILE), self.decoding.to_dict())
+        write_json(
             os.path.join(directory, METADATA_FILE),
             {
                 "format": PRESET_FORMAT,

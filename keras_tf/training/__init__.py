@@ -1,8 +1,9 @@
 """Training pieces: the paper's loss, metric, schedule and optimizer, and the entry point.
 
 The loss, metric, schedule and reverse task run on any Keras backend.
-`train` and `make_strategy` use `tf.data` and `tf.distribute`, so they are
-imported on first use and need TensorFlow.
+`train`, `make_strategy`, `train_preset_dir` and `average_preset_dir` use
+`tf.data` and `tf.distribute`, so they are imported on first use and need
+TensorFlow.
 """
 
 import importlib
@@ -21,8 +22,10 @@ from keras_tf.training.schedules import (
 
 # name -> the TensorFlow-only module that defines it
 _NEEDS_TENSORFLOW = {
+    "average_preset_dir": "keras_tf.training.preset_dir",
     "make_strategy": "keras_tf.training.distribute",
     "train": "keras_tf.training.trainer",
+    "train_preset_dir": "keras_tf.training.preset_dir",
 }
 
 
@@ -38,10 +41,12 @@ __all__ = [
     "MaskedTokenAccuracy",
     "TransformerSchedule",
     "WarmupInverseSqrtSchedule",
+    "average_preset_dir",
     "make_reverse_task",
     "make_strategy",
     "planned_schedule",
     "planned_warmup_steps",
     "train",
+    "train_preset_dir",
     "transformer_adam",
 ]

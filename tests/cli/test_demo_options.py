@@ -12,11 +12,11 @@ class _Stop(ValueError):
 def test_bible_demo_trains_on_the_bible_with_the_defaults(tmp_path, monkeypatch, capsys):
     seen = {}
 
-    def train_model_dir(out_dir, train_corpus, valid_corpus, **options):
+    def train_preset_dir(out_dir, train_corpus, valid_corpus, **options):
         seen.update(options, train=len(train_corpus), valid=len(valid_corpus))
         raise _Stop("stopped before training")
 
-    monkeypatch.setattr("keras_tf.cli.model_dir.train_model_dir", train_model_dir)
+    monkeypatch.setattr("keras_tf.training.preset_dir.train_preset_dir", train_preset_dir)
     status = main(["demo", "--corpus", "bible", "--out", str(tmp_path)])
     assert status == 1 and "stopped before training" in capsys.readouterr().err
     assert seen["train"] == 29867 and seen["valid"] == 607

@@ -1,0 +1,269 @@
+"""The encoder-decoder stack without its output head: `Seq2SeqBackbone`."""
+
+import keras
+from keras import ops
+
+from keras_tf.layers import (
+    PositionalEmbedding,
+    TransformerDecoderBlock,
+    TransformerEncoderBlock,
+)
+from keras_tf.models.config import PAD_ID, TransformerConfig
+
+
+@keras.saving.register_keras_serializable(package="keras_tf")
+class Seq2SeqBackbone(keras.Model):
+    """The encoder-decoder stack of "Attention Is All You Need", without the output head.
+
+    A functional model, as keras-hub's backbones are: `{"encoder_tokens",
+    "decoder_tokens"}` (int32, padding id 0) → the decoder's final states
+    `[batch, T, d_model]`. `Seq2SeqTransformer` is this backbone with the
+    paper's final linear layer over the vocabulary; a task with another head
+    (a classifier, a scorer) subclasses it the same way, overriding `_head`.
+
+    Padding masks are built once from the ids and passed to every block: no
+    implicit Keras mask flows through the model.
+
+    Args:
+        config: a `TransformerConfig`, or the dict from `config.to_dict()`.
+        dtype: optional dtype policy for all layers, e.g. "mixed_bfloat16".
+
+    Example:
+        >>> import numpy as np
+        >>> from keras_tf.models import Seq2SeqBackbone, get_preset
+        >>> backbone = Seq2SeqBackbone(get_preset("transformer_tiny"))
+        >>> batch = {"encoder_tokens": np.array([[5, 6, 7, 0]]),
+        ...          "decoder_tokens": np.array([[2, 7, 6]])}
+        >>> tuple(backbone(batch).shape)
+        (1, 3, 32)
+    """
+
+    def __init__(self, config, dtype=None, **kwargs):
+        if isinstance(config, dict):
+            config = TransformerConfig.from_dict(config)
+        if not isinstance(config, TransformerConfig):
+            raise TypeError(
+                f"{type(self).__name__} expects a TransformerConfig (see "
+                f"keras_tf.models.get_preset); received {type(config).__name__}"
+            )
+        self.config = config
+        self._build_layers(config, dtype)
+
+        # === Functional model ===
+        encoder_tokens = keras.Input((None,), dtype="int32", name="encoder_tokens")
+        decoder_tokens = keras.Input((None,), dtype="int32", name="decoder_tokens")
+        states = self._decode(decoder_tokens, encoder_tokens, self._encode(encoder_tokens))
+        super().__init__(
+            inputs={"encoder_tokens": encoder_tokens, "decoder_tokens": decoder_tokens},
+            outputs=self._head(states),
+            dtype=dtype,
+            **kwargs,
+        )
+        # Sub-models for decoding and inspection, built on first use. Kept out
+        # of Keras tracking: they own no weights beyond this model's layers.
+        object.__setattr__(self, "_submodels", {})
+
+    def _build_layers(self, config, dtype):
+        """The layers, in the order of the paper's figure 1."""
+        c = config
+        block_kwargs = dict(
+            d_model=c.d_model,
+            num_heads=c.num_heads,
+            d_ff=c.d_ff,
+            dropout=c.dropout,
+            attention_dropout=c.attention_dropout,
+            activation=c.activation,
+            norm_first=c.norm_first,
+            layer_norm_epsilon=c.layer_norm_epsilon,
+            dtype=dtype,
+        )
+        self.source_embedding = PositionalEmbedding(
+            c.source_vocabulary_size, c.d_model, c.max_source_length,
+            mask_zero=False, layout=c.positional_layout, dtype=dtype, name="source_embedding",
+        )
+        self.source_dropout = keras.layers.Dropout(c.dropout, dtype=dtype, name="source_dropout")
+        self.encoder_blocks = [
+            TransformerEncoderBlock(**block_kwargs, name=f"encoder_block_{i}")
+            for i in range(c.num_encoder_layers)
+        ]
+        self.target_embedding = PositionalEmbedding(
+            c.target_vocabulary_size, c.d_model, c.max_target_length,
+            mask_zero=False, layout=c.positional_layout, dtype=dtype, name="target_embedding",
+        )
+        self.target_dropout = keras.layers.Dropout(c.dropout, dtype=dtype, name="target_dropout")
+        self.decoder_blocks = [
+            TransformerDecoderBlock(**block_kwargs, name=f"decoder_block_{i}")
+            for i in range(c.num_decoder_layers)
+        ]
+        # Pre-norm stacks end with a LayerNorm; post-norm blocks already do.
+        self.encoder_norm = self.decoder_norm = None
+        if c.norm_first:
+            self.encoder_norm = keras.layers.LayerNormalization(
+                epsilon=c.layer_norm_epsilon, dtype=dtype, name="encoder_norm"
+            )
+            self.decoder_norm = keras.layers.LayerNormalization(
+                epsilon=c.layer_norm_epsilon, dtype=dtype, name="decoder_norm"
+            )
+
+    def _head(self, states):
+        """What the model outputs from the decoder's final states: here, the states."""
+        return states
+
+    def call(self, inputs, training=None, mask=None):
+        # The functional graph would silently cast float ids to int32.
+        _check_inputs(inputs, self.config, type(self).__name__)
+        return super().call(inputs, training=training, mask=mask)
+
+    # --- the forward pass, written once ---
+
+    def _encode(self, encoder_tokens):
+        # x: [batch, source_length, d_model]
+        padding_mask = ops.not_equal(encoder_tokens, PAD_ID)
+        x = self.source_embedding(encoder_tokens)
+        x = self.source_dropout(x)
+        for block in self.encoder_blocks:
+            x = block(x, padding_mask=padding_mask)
+        if self.encoder_norm is not None:
+            x = self.encoder_norm(x)
+        return x
+
+    def _decoder_output(self, x):
+        """The decoder stack's final states (the last LayerNorm of a pre-norm stack)."""
+        return x if self.decoder_norm is None else self.decoder_norm(x)
+
+    def _decode(self, decoder_tokens, encoder_tokens, memory):
+        """The training graph: decoder_tokens → final states, every block called directly."""
+        memory_padding_mask = ops.not_equal(encoder_tokens, PAD_ID)
+        padding_mask = ops.not_equal(decoder_tokens, PAD_ID)
+        x = self.target_dropout(self.target_embedding(decoder_tokens))
+        for block in self.decoder_blocks:
+            x = block(
+                x, memory, padding_mask=padding_mask, memory_padding_mask=memory_padding_mask
+            )
+        return self._decoder_output(x)
+
+    def _decode_with_cache(
+        self, decoder_tokens, encoder_tokens, cross_attention_cache, self_attention_cache,
+        cache_index,
+    ):
+        """One decoding step: `(final states, updated self-attention caches)`."""
+        memory_padding_mask = ops.not_equal(encoder_tokens, PAD_ID)
+        x = self.target_embedding(decoder_tokens, start_index=cache_index)
+        x = self.target_dropout(x)
+        caches = []
+        for block, cache, cross in zip(
+            self.decoder_blocks, self_attention_cache, cross_attention_cache
+        ):
+            x, cache = _BlockCall(block, "call_with_cache")(
+                x, cache, cache_index, cross, memory_padding_mask=memory_padding_mask
+            )
+            caches.append(cache)
+        return self._decoder_output(x), caches
+
+    def _decode_with_attention_scores(self, decoder_tokens, encoder_tokens, memory):
+        """`_decode` that also gives the cross-attention weights `[batch, layers, heads, T, S]`."""
+        memory_padding_mask = ops.not_equal(encoder_tokens, PAD_ID)
+        padding_mask = ops.not_equal(decoder_tokens, PAD_ID)
+        x = self.target_dropout(self.target_embedding(decoder_tokens))
+        weights = []
+        for block in self.decoder_blocks:
+            x, block_weights = _BlockCall(block, "call_with_attention_scores")(
+                x, memory, padding_mask=padding_mask, memory_padding_mask=memory_padding_mask
+            )
+            weights.append(block_weights)
+        return self._decoder_output(x), ops.stack(weights, axis=1)
+
+    # --- sub-models for decoding, built from the same layers ---
+
+    @property
+    def encoder(self):
+        """Functional model: encoder_tokens `[batch, S]` → memory `[batch, S, d_model]`."""
+        if "encoder" not in self._submodels:
+            tokens = keras.Input((None,), dtype="int32", name="encoder_tokens")
+            self._submodels["encoder"] = keras.Model(
+                tokens, self._encode(tokens), name="encoder"
+            )
+        return self._submodels["encoder"]
+
+    @property
+    def cross_attention_cache(self):
+        """Functional model: memory → keys and values of every decoder block's cross-attention.
+
+        Output: a list with one `[batch, 2, S, heads, head_dim]` tensor per
+        decoder block, computed once per source batch.
+        """
+        if "cross_attention_cache" not in self._submodels:
+            memory = keras.Input((None, self.config.d_model), name="memory")
+            cache = [
+                _BlockCall(block, "compute_cross_attention_cache")(memory)
+                for block in self.decoder_blocks
+            ]
+            self._submodels["cross_attention_cache"] = keras.Model(
+                memory, cache, name="cross_attention_cache"
+            )
+        return self._submodels["cross_attention_cache"]
+
+    def get_config(self):
+        return {
+            "config": self.config.to_dict(),
+            "name": self.name,
+            "trainable": self.trainable,
+            "dtype": keras.dtype_policies.serialize(self.dtype_policy),
+        }
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        if "dtype" in config and isinstance(config["dtype"], dict):
+            config["dtype"] = keras.dtype_policies.deserialize(config["dtype"])
+        return cls(**config)
+
+
+def _check_inputs(inputs, config, name):
+    expected = ("encoder_tokens", "decoder_tokens")
+    if not isinstance(inputs, dict) or set(inputs) != set(expected):
+        keys = sorted(inputs) if isinstance(inputs, dict) else type(inputs).__name__
+        raise ValueError(f"{name} expects a dict with keys {list(expected)}; received {keys}")
+    limits = {
+        "encoder_tokens": config.max_source_length,
+        "decoder_tokens": config.max_target_length,
+    }
+    for key in expected:
+        tokens = inputs[key]
+        dtype = keras.backend.standardize_dtype(tokens.dtype)
+        if "int" not in dtype:
+            raise TypeError(
+                f"{name} expects integer token ids in '{key}'; received "
+                f"dtype {dtype}. Cast the ids with ops.cast(tokens, 'int32')."
+            )
+        if len(tokens.shape) != 2:
+            raise ValueError(
+                f"{name} expects '{key}' of rank 2 [batch, length]; "
+                f"received shape {tuple(tokens.shape)}"
+            )
+        length = tokens.shape[1]
+        if length is not None and length > limits[key]:
+            raise ValueError(
+                f"{name}: '{key}' has length {length}, longer than "
+                f"max_length={limits[key]}. Truncate the input or build the model "
+                "with a larger max length."
+            )
+
+
+class _BlockCall(keras.layers.Layer):
+    """Calls one method of a block as a single, uniquely named graph node.
+
+    The decoding sub-models call a block's `call_with_cache` or
+    `call_with_attention_scores`, which Keras's functional API does not see
+    as a layer call; and node names must be unique across blocks (each has
+    its own "key", "value", ... projections). This wrapper owns no weights:
+    it tracks the block and runs the block's own method.
+    """
+
+    def __init__(self, block, method):
+        super().__init__(name=f"{block.name}_{method}", dtype=block.dtype_policy)
+        self.block = block
+        self.method = method
+
+    def call(self, *args, **kwargs):
+        return getattr(self.block, self.method)(*args, **kwargs)

@@ -1,0 +1,360 @@
+"""Training into a preset directory, and averaging its checkpoints (`keras-tf train`, `keras-tf average`).
+
+    DIR/           a preset directory: `Seq2SeqTranslator.from_preset(DIR)` reads it
+      options.json   the options the directory was made with
+      tokenizers/    Seq2SeqTokenizers.save, learned from the training corpus
+      config.json    the TransformerConfig                          (keras_tf.training.train)
+      model.keras    the best model so far on the validation BLEU   (train)
+                     (or loss: keep_best="loss")
+      backup/        the training state at the last backup, for resuming (train)
+      history.csv    one row per finished epoch                     (train)
+      logs/          TensorBoard summaries (train)
+
+Running `train_preset_dir` again on the same directory reuses its tokenizers
+and resumes from `backup/` at the next unseen batch; options that would
+change the model or its vocabulary must be the same as the first time.
+"""
+
+import contextlib
+import os
+import shutil
+import sys
+import tempfile
+
+from keras_tf.json_files import read_json, write_json
+from keras_tf.option_error import OptionError
+
+OPTIONS_FILE = "options.json"
+TOKENIZERS_DIR = "tokenizers"
+MODEL_FILE = "model.keras"
+CONFIG_FILE = "config.json"
+HISTORY_FILE = "history.csv"
+
+# Options that fix the model or its vocabulary: a resumed run must repeat them.
+FIXED_OPTIONS = ("preset", "tokenizer", "vocabulary_size", "max_length", "mixed_precision")
+
+
+@contextlib.contextmanager
+def _native_stderr_silenced():
+    """Send file descriptor 2 to /dev/null: SentencePiece's trainer logs ~100 lines there.
+
+    `keras_tf.text` offers no option to quiet it. Python-level errors still
+    propagate and are reported once the descriptor is restored.
+    """
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "wb") as devnull:
+            os.dup2(devnull.fileno(), 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+def _tokenizers_for(out_dir, train_corpus, options, write):
+    """The tokenizers of `out_dir`, learned from `train_corpus` the first time."""
+    from keras_tf.text import Seq2SeqTokenizers
+
+    directory = os.path.join(out_dir, TOKENIZERS_DIR)
+    if os.path.exists(os.path.join(directory, "tokenizers.json")):
+        return Seq2SeqTokenizers.load(directory), True
+    try:
+        with _native_stderr_silenced():
+            tokenizers = Seq2SeqTokenizers.train(
+                train_corpus.sources,
+                train_corpus.targets,
+                kind=options["tokenizer"],
+                vocabulary_size=options["vocabulary_size"],
+            )
+    except ValueError as error:
+        raise OptionError(
+            [("vocabulary_size", options["vocabulary_size"])],
+            f"{str(error).rstrip('.')}; pass a smaller size, or none to fit it to the corpus",
+        ) from None
+    if write:
+        # Saved under a temporary name and renamed: a kill leaves no half folder.
+        staging = tempfile.mkdtemp(prefix=".partial-tokenizers-", dir=out_dir)
+        tokenizers.save(staging)
+        os.replace(staging, directory)
+    return tokenizers, False
+
+
+def check_same_options(out_dir, options):
+    """Raise `OptionError` if `out_dir` was made with other `FIXED_OPTIONS` than `options`."""
+    path = os.path.join(out_dir, OPTIONS_FILE)
+    if not os.path.exists(path):
+        return
+    before = read_json(path)
+    changed = [
+        f"{name.replace('_', '-')} {before.get(name)} before, {options[name]} now"
+        for name in FIXED_OPTIONS
+        if before.get(name) != options[name]
+    ]
+    if changed:
+        raise OptionError(
+            [(name, options[name]) for name in FIXED_OPTIONS if before.get(name) != options[name]],
+            f"{out_dir} holds a run made with other options ({'; '.join(changed)}); "
+            "repeat them to resume, or train into a new directory",
+        )
+
+
+def train_preset_dir(out_dir, *args, **kwargs):
+    """Learn tokenizers, then train a preset with `keras_tf.training.train`; resume if begun.
+
+    A run that fails before its first epoch is backed up removes the
+    directory again if it made it: no half-made directory is left behind.
+    The arguments are those of `_train_preset_dir`.
+    """
+    with _removed_if_no_epoch_finishes(out_dir):
+        return _train_preset_dir(out_dir, *args, **kwargs)
+
+
+@contextlib.contextmanager
+def _removed_if_no_epoch_finishes(out_dir):
+    """Create `out_dir`; delete it if this call made it and fails before an epoch is backed up."""
+    created = not os.path.exists(out_dir)
+    os.makedirs(out_dir, exist_ok=True)
+    try:
+        yield
+    except BaseException:
+        if created and not os.path.exists(os.path.join(out_dir, "backup", "state.json")):
+            shutil.rmtree(out_dir, ignore_errors=True)
+        raise
+
+
+def _train_preset_dir(
+    out_dir,
+    train_corpus,
+    valid_corpus=None,
+    *,
+    preset="transformer_small",
+    tokenizer="sentencepiece",
+    vocabulary_size=None,
+    max_length=None,
+    batch_size=None,
+    batch_tokens=None,
+    epochs=10,
+    steps=None,
+    warmup_steps=None,
+    seed=0,
+    mixed_precision=None,
+    strategy="default",
+    backup_every=None,
+    keep_best=None,
+    early_stopping=None,
+    keep_checkpoints=1,
+    init_from=None,
+    verbose="auto",
+):
+    """Learn tokenizers, then train a preset with `keras_tf.training.train`; resume if begun.
+
+    Args:
+        out_dir: the model directory, created if missing.
+        train_corpus: the training `ParallelCorpus`; the tokenizers are
+            learned from it.
+        valid_corpus: a `ParallelCorpus` for the validation loss, which picks
+            the best checkpoint. Defaults to None: the training loss picks it.
+        preset: a name in `keras_tf.models.PRESETS`.
+        tokenizer: `"sentencepiece"` or `"wordpiece"`, one vocabulary shared
+            by both sides.
+        vocabulary_size: the shared vocabulary size. Defaults to None: fitted
+            to the corpus (`keras_tf.text.auto_vocabulary_size`). The model's
+            vocabulary sizes are the tokenizers'.
+        max_length: the longest source and target, in tokens. Defaults to
+            None: the preset's.
+        batch_size: pairs per batch, instead of `batch_tokens`.
+        batch_tokens: the token budget of a batch (see
+            `keras_tf.text.make_dataset`). With neither given,
+            `keras_tf.text.pipeline.DEFAULT_BATCH_TOKENS`.
+        epochs: total epochs, counting those of an earlier, killed run.
+        steps: batches per epoch; the data repeats as needed. Defaults to
+            None: one pass over the training corpus.
+        warmup_steps: warm-up of the paper's learning-rate schedule. Defaults
+            to None: `keras_tf.training.planned_schedule`, whose warm-up is a
+            tenth of the planned steps.
+        seed: seeds the weights and the shuffle.
+        mixed_precision: None, `"mixed_bfloat16"` or `"mixed_float16"`.
+        strategy: `"default"`, `"mirrored"` or `"multi-worker"`.
+        backup_every: back up every this many steps; None (default): every
+            `keras_tf.training.trainer.BACKUP_INTERVAL_S` seconds.
+        keep_best: `"bleu"` or `"loss"`, the validation quantity that picks
+            `model.keras`. Defaults to None: `"bleu"` with a validation
+            corpus (each epoch greedy-decodes it and logs BLEU and chrF),
+            else `"loss"` (the training loss).
+        early_stopping: stop after this many epochs without a gain in the
+            `keep_best` quantity. Defaults to None: never.
+        keep_checkpoints: keep the weights of the last N epochs in
+            `backup/`, for `average_preset_dir`. Defaults to 1.
+        init_from: a preset directory with tokenizers to fine-tune: its tokenizers, its
+            config and its weights are the start, and `preset`,
+            `tokenizer`, `vocabulary_size` and `max_length` are ignored.
+            Defaults to None: learn tokenizers, fresh weights.
+        verbose: passed to `model.fit`.
+
+    Returns:
+        `(model, history)` from `keras_tf.training.train`.
+    """
+    from keras_tf.decoding.generate import source_buckets
+    from keras_tf.models import Seq2SeqTranslator, get_preset
+    from keras_tf.text import make_dataset, make_dataset_by_epoch
+    from keras_tf.text.pipeline import DEFAULT_BATCH_TOKENS
+    from keras_tf.training.distribute import is_chief, make_strategy
+    from keras_tf.training.trainer import train
+
+    base = get_preset(preset)
+    initial = None
+    if init_from is not None:
+        # Fine-tuning: the given model's tokenizers and config, whatever the options say.
+        initial = Seq2SeqTranslator.from_preset(init_from)
+        if initial.preprocessor is None:
+            raise OptionError(
+                [("init_from", init_from)],
+                f"no {TOKENIZERS_DIR}/ there; fine-tuning keeps the model's tokenizers",
+            )
+        base = initial.config
+        tokenizers = initial.preprocessor.tokenizers
+        preset, tokenizer = f"init-from {init_from}", tokenizers.kind
+        vocabulary_size = tokenizers.source_vocabulary_size
+        max_length = max(base.max_source_length, base.max_target_length)
+    if batch_size is not None and batch_tokens is not None:
+        raise OptionError(
+            [("batch_size", batch_size), ("batch_tokens", batch_tokens)], "give one of them"
+        )
+    if batch_size is None and batch_tokens is None:
+        batch_tokens = DEFAULT_BATCH_TOKENS
+    longest = max_length or max(base.max_source_length, base.max_target_length)
+    if batch_tokens is not None and batch_tokens < longest:
+        raise OptionError(
+            [("batch_tokens", batch_tokens)],
+            f"a batch must hold one pair of the longest length, {longest} tokens (max_length)",
+        )
+    options = {
+        "preset": preset,
+        "tokenizer": tokenizer,
+        "vocabulary_size": vocabulary_size,
+        "max_length": max_length,
+        "mixed_precision": mixed_precision,
+        "batch_size": batch_size,
+        "batch_tokens": batch_tokens,
+        "epochs": epochs,
+        "steps": steps,
+        "warmup_steps": warmup_steps,
+        "seed": seed,
+        "train_pairs": len(train_corpus),
+        "valid_pairs": len(valid_corpus) if valid_corpus is not None else 0,
+    }
+    check_same_options(out_dir, options)
+    os.makedirs(out_dir, exist_ok=True)
+    # A multi-worker strategy must exist before the first TensorFlow op,
+    # which learning the tokenizers runs.
+    strategy = make_strategy(strategy)
+    chief = is_chief(strategy)
+    if initial is not None:
+        if chief and not os.path.exists(os.path.join(out_dir, TOKENIZERS_DIR)):
+            shutil.copytree(os.path.join(init_from, TOKENIZERS_DIR),
+                            os.path.join(out_dir, TOKENIZERS_DIR))
+        print(
+            f"Fine-tuning {init_from}/{MODEL_FILE}: its {tokenizer} tokenizers "
+            f"({tokenizers.source_vocabulary_size} ids) and its config, not the preset, "
+            "tokenizer, vocabulary size or max length options",
+            file=sys.stderr,
+        )
+    else:
+        # Every worker learns the same tokenizers from the same corpus; the chief saves them.
+        tokenizers, reused = _tokenizers_for(out_dir, train_corpus, options, write=chief)
+        print(
+            f"{'Reusing' if reused else 'Learned'} {tokenizer} tokenizers: "
+            f"{tokenizers.source_vocabulary_size} shared ids in {out_dir}/{TOKENIZERS_DIR}",
+            file=sys.stderr,
+        )
+    max_length = max_length or max(base.max_source_length, base.max_target_length)
+    config = base.replace(
+        source_vocabulary_size=tokenizers.source_vocabulary_size,
+        target_vocabulary_size=tokenizers.target_vocabulary_size,
+        max_source_length=max_length,
+        max_target_length=max_length,
+    )
+    data_options = dict(
+        batch_size=batch_size,
+        batch_tokens=batch_tokens,
+        max_source_length=max_length,
+        max_target_length=max_length,
+        bucket_boundaries=source_buckets(max_length),
+    )
+    # Epoch e's batches depend on (seed, e) alone: a resumed run reads the
+    # batches an uninterrupted one would. With `steps`, epochs of the data
+    # follow each other whatever the steps per epoch.
+    train_set = make_dataset_by_epoch(train_corpus, tokenizers, seed=seed, **data_options)
+    valid_set = None
+    if valid_corpus is not None:
+        valid_set = make_dataset(valid_corpus, tokenizers, shuffle=False, **data_options)
+    validation_bleu = None
+    if keep_best is None:
+        keep_best = "bleu" if valid_corpus is not None else "loss"
+    if keep_best == "bleu":
+        if valid_corpus is None:
+            raise OptionError(
+                [("keep_best", "bleu")], "needs a validation corpus to score (--valid)"
+            )
+        import sacrebleu  # noqa: F401  (a missing demo extra fails now, not after an epoch)
+
+        from keras_tf.training.bleu import ValidationBleu
+
+        validation_bleu = ValidationBleu(valid_corpus.sources, valid_corpus.targets, tokenizers)
+    if chief:
+        write_json(os.path.join(out_dir, OPTIONS_FILE), options)
+    return train(
+        config,
+        train_set,
+        valid_set,
+        out_dir=out_dir,
+        epochs=epochs,
+        steps_per_epoch=steps,
+        strategy=strategy,
+        mixed_precision=mixed_precision,
+        warmup_steps=warmup_steps,
+        seed=seed,
+        backup_every=backup_every,
+        validation_bleu=validation_bleu,
+        keep_best=keep_best,
+        early_stopping=early_stopping,
+        keep_checkpoints=keep_checkpoints,
+        initial_model=initial.backbone if initial is not None else None,
+        verbose=verbose,
+    )
+
+
+def average_preset_dir(model_dir, last, out_dir):
+    """Write `out_dir`: `model_dir` with its model the mean of its last `last` epoch checkpoints.
+
+    Returns:
+        The epochs averaged, oldest first.
+    """
+    import keras
+
+    import keras_tf.models  # noqa: F401  (registers the model for loading)
+    from keras_tf.training.averaging import average_checkpoints, epoch_checkpoints
+
+    if not os.path.isfile(os.path.join(model_dir, MODEL_FILE)):
+        raise ValueError(f"{model_dir} is not a trained preset directory (no {MODEL_FILE})")
+    backup = os.path.join(model_dir, "backup")
+    checkpoints = epoch_checkpoints(backup) if os.path.isdir(backup) else []
+    if len(checkpoints) < last:
+        raise OptionError(
+            [("last", last)],
+            f"{backup} holds {len(checkpoints)} epoch checkpoint(s); train with "
+            f"keep_checkpoints={last} (--keep-checkpoints {last}) to keep them",
+        )
+    if os.path.exists(out_dir):
+        raise OptionError([("out", out_dir)], "exists; averaging writes a new preset directory")
+    checkpoints = checkpoints[-last:]
+    with _removed_if_no_epoch_finishes(out_dir):
+        model = keras.models.load_model(os.path.join(model_dir, MODEL_FILE), compile=False)
+        average_checkpoints(model, [path for _, path in checkpoints])
+        shutil.copytree(os.path.join(model_dir, TOKENIZERS_DIR), os.path.join(out_dir, TOKENIZERS_DIR))
+        for name in (OPTIONS_FILE, CONFIG_FILE):
+            if os.path.exists(os.path.join(model_dir, name)):
+                shutil.copy(os.path.join(model_dir, name), os.path.join(out_dir, name))
+        model.save(os.path.join(out_dir, MODEL_FILE))
+    return [epoch for epoch, _ in checkpoints]
