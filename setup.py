@@ -20,6 +20,8 @@ DEMO = [
     "matplotlib>=3.7",
 ]
 JAX = ["jax[cpu]>=0.4.36"]
+# tools/make_marian_fixture.py: Hugging Face's Marian, the reference of the OPUS-MT import.
+MARIAN_REFERENCE = ["torch", "transformers>=5.0", "sentencepiece"]
 
 setup(
     name="keras-tf",
@@ -44,11 +46,14 @@ setup(
         # keras.callbacks.TensorBoard needs it; the tensorflow 2.21 wheel no longer pulls it in.
         "tensorboard>=2.21,<2.22",
         "numpy",
+        # Reading Hugging Face checkpoints (keras_tf.models.marian).
+        "safetensors>=0.4",
     ],
     extras_require={
         "demo": DEMO,
         # The JAX backend (docs/backends.md); on a GPU host install jax[cuda12] instead.
         "jax": JAX,
+        "marian-reference": MARIAN_REFERENCE,
         "test": DEMO
         + JAX
         + [

@@ -47,7 +47,7 @@ from keras import ops  # noqa: E402
 import common  # noqa: E402
 from keras_tf.decoding import generate, greedy_search_uncached  # noqa: E402
 from keras_tf.decoding.compile import xla_compile  # noqa: E402
-from keras_tf.decoding.greedy import exclude_padding  # noqa: E402
+from keras_tf.decoding.greedy import exclude_unpickable  # noqa: E402
 from keras_tf.models import START_ID, Seq2SeqTransformer  # noqa: E402
 
 BATCH_SIZE = 8
@@ -66,7 +66,7 @@ def uncached_graph_loop(model):
     """
     if BACKEND == "jax":
         next_tokens_jax = xla_compile(
-            lambda encoder_tokens, decoder_tokens: ops.argmax(exclude_padding(model(
+            lambda encoder_tokens, decoder_tokens: ops.argmax(exclude_unpickable(model(
                 {"encoder_tokens": encoder_tokens, "decoder_tokens": decoder_tokens}
             )[:, -1, :]), axis=-1),
             lambda: model.variables,
@@ -88,7 +88,7 @@ def uncached_graph_loop(model):
     @tf.function(input_signature=[spec, spec], autograph=False)
     def next_tokens(encoder_tokens, decoder_tokens):
         logits = model({"encoder_tokens": encoder_tokens, "decoder_tokens": decoder_tokens})
-        return tf.argmax(exclude_padding(logits[:, -1, :]), axis=-1, output_type=tf.int32)
+        return tf.argmax(exclude_unpickable(logits[:, -1, :]), axis=-1, output_type=tf.int32)
 
     def run(encoder_tokens, max_length):
         encoder_tokens = tf.constant(encoder_tokens)

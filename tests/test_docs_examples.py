@@ -64,3 +64,17 @@ def test_user_guide_script_and_reload_examples(tmp_path):
 def test_self_contained_doc_examples(tmp_path, document):
     blocks = python_blocks(ROOT / "docs" / document)
     run_blocks(blocks[:1], tmp_path)
+
+
+def test_pretrained_example_runs_on_the_marian_fixture(tmp_path):
+    # The tiny fixture stands in for the downloaded Helsinki-NLP/opus-mt-en-de.
+    import shutil
+
+    shutil.copytree(ROOT / "tests" / "fixtures" / "marian_tiny", tmp_path / "opus-mt-en-de")
+    blocks = python_blocks(ROOT / "docs" / "pretrained.md")
+    assert len(blocks) == 1
+    (lines,) = run_blocks(blocks, tmp_path)
+    assert lines[0] == "beam 4 power", lines
+    assert re.fullmatch(r"\['.*'\]", lines[1]), lines
+    assert lines[2].endswith(os.path.join("models", "en-de", "1")), lines
+    assert (tmp_path / "en-de" / "model.keras").is_file()

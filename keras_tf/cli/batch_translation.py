@@ -3,9 +3,27 @@
 from keras_tf.serving.batch_translation import translate_in_batches  # noqa: F401
 
 
-def make_translator(model, tokenizers, beam_size):
-    """A `Translator`: greedy for `beam_size=1`, beam search otherwise."""
-    from keras_tf.decoding import DecodingConfig
+def make_translator(model, tokenizers, beam_size, preset_decoding=None):
+    """A `Translator`: greedy for `beam_size=1`, beam search otherwise.
+
+    The length penalty (α and style) and the longest output come from
+    `preset_decoding`, the model directory's `decoding.json`, when given: an
+    imported OPUS-MT model keeps Hugging Face's len^α and max_length.
+    """
     from keras_tf.serving import Translator
 
-    return Translator(model, tokenizers, decoding=DecodingConfig.for_beam_size(beam_size))
+    return Translator(model, tokenizers, decoding=decoding_for(beam_size, preset_decoding))
+
+
+def decoding_for(beam_size, preset_decoding=None):
+    """`DecodingConfig.for_beam_size(beam_size)`, with the length penalty and max_length of `preset_decoding`."""
+    from keras_tf.decoding import DecodingConfig
+
+    if preset_decoding is None:
+        return DecodingConfig.for_beam_size(beam_size)
+    return DecodingConfig.for_beam_size(
+        beam_size,
+        length_penalty=preset_decoding.length_penalty,
+        length_penalty_style=preset_decoding.length_penalty_style,
+        max_length=preset_decoding.max_length,
+    )

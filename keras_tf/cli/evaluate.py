@@ -60,12 +60,16 @@ def run(args):
         from keras_tf.serving.batch_translation import format_n_best, n_best_in_batches
 
         beam_size = max(args.beam_size, args.n_best, 2)
-        translator = make_translator(trained.model, trained.tokenizers, beam_size)
+        translator = make_translator(
+            trained.model, trained.tokenizers, beam_size, trained.translator.decoding
+        )
         results = n_best_in_batches(translator, test.sources, args.batch_size, args.n_best)
         hypotheses = [hypotheses[0][0] for hypotheses in results]
         lines = format_n_best(results)
     else:
-        translator = make_translator(trained.model, trained.tokenizers, args.beam_size)
+        translator = make_translator(
+            trained.model, trained.tokenizers, args.beam_size, trained.translator.decoding
+        )
         hypotheses = translate_in_batches(
             translator, test.sources, args.batch_size, progress=True
         )

@@ -50,8 +50,8 @@ def split_version(out):
 
 
 def run(args):
+    from keras_tf.cli.batch_translation import decoding_for
     from keras_tf.cli.model_dir import check_model_dir, load_model_dir
-    from keras_tf.decoding import DecodingConfig
 
     check_model_dir(args.model)
     model_base_path, version = split_version(args.out)
@@ -64,7 +64,7 @@ def run(args):
     path = trained.translator.export(
         model_base_path,
         version=version,
-        decoding=DecodingConfig.for_beam_size(args.beam_size),
+        decoding=decoding_for(args.beam_size, trained.translator.decoding),
         xla=args.xla,
     )
     print(path)

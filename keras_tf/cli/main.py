@@ -9,6 +9,7 @@
     keras-tf score --model DIR --pairs FILE       the log-probability of each given pair
     keras-tf attention --model DIR --text "..." --out map.png
     keras-tf plot-encoding --out pe.png
+    keras-tf import-marian --model DIR --out DIR2  an OPUS-MT (Hugging Face Marian) model as a model directory
 
 Each command module has `add_arguments(parser)` and `run(args)`; `run`
 returns the exit status. A `UserError` (and the `ValueError` or `OSError`
@@ -27,6 +28,7 @@ from keras_tf.cli import (
     demo,
     evaluate,
     export,
+    import_marian,
     plot_encoding,
     score,
     train,
@@ -49,6 +51,7 @@ COMMANDS = {
     "score": score,
     "attention": attention,
     "plot-encoding": plot_encoding,
+    "import-marian": import_marian,
 }
 
 

@@ -44,7 +44,9 @@ def run(args):
     check_model_dir(args.model)
     trained = load_model_dir(args.model)
     beam_size = max(args.beam_size, args.n_best, 2) if args.n_best else args.beam_size
-    translator = make_translator(trained.model, trained.tokenizers, beam_size)
+    translator = make_translator(
+        trained.model, trained.tokenizers, beam_size, trained.translator.decoding
+    )
     batch_size = 1 if sys.stdin.isatty() else args.batch_size
     stdin = sys.stdin
     if hasattr(stdin, "buffer"):

@@ -1,6 +1,11 @@
 """Autoregressive decoding: model-agnostic loops over a step function, and `generate`."""
 
-from keras_tf.decoding.beam_search import beam_search, gnmt_length_penalty, tile_beams
+from keras_tf.decoding.beam_search import (
+    beam_search,
+    gnmt_length_penalty,
+    power_length_penalty,
+    tile_beams,
+)
 from keras_tf.decoding.config import DecodingConfig
 from keras_tf.decoding.generate import (
     Generation,
@@ -24,6 +29,7 @@ __all__ = [
     "decode_token_by_token",
     "generate",
     "gnmt_length_penalty",
+    "power_length_penalty",
     "greedy_search",
     "greedy_search_uncached",
     "make_step_fn",

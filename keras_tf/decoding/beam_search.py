@@ -1,20 +1,25 @@
-"""Beam search with alive and finished hypotheses and the GNMT length penalty.
+"""Beam search with alive and finished hypotheses and a length penalty (GNMT's or a power).
 
 The bookkeeping follows tensorflow/models' `SequenceBeamSearch` (and
 OpenNMT-tf): each step extends the `beam_size` alive hypotheses, keeps the
 2·beam_size best extensions so that beam_size of them can stay alive even
 when others end, and moves extensions that end into a separate set of
-finished hypotheses, ranked by log-probability / ((5 + length) / 6)^α.
+finished hypotheses, ranked by log-probability / penalty(length): GNMT's
+((5 + length) / 6)^α, or length^α (`"power"`, Hugging Face's and
+Marian's).
 
-Where we deviate, as Hugging Face's `BeamSearchScorer` does:
+Where we deviate, as Hugging Face's beam search (transformers 5.x,
+`early_stopping=False`) does:
 - an extension that ends joins the finished set only if it ranks among
   the beam_size best extensions of its step (the hypotheses a beam of that
   size holds); tensorflow/models admits all 2·beam_size;
-- a batch entry stops once it holds beam_size finished hypotheses and the
+- a batch entry is done once it holds beam_size finished hypotheses and the
   worst of them scores at least as well as the best alive hypothesis would
-  if it ended now. tensorflow/models compares with the alive score
-  penalised at the maximum length instead, which searches on for longer
-  hypotheses that the penalty may favour.
+  if it ended now; from then on it admits no finished hypothesis, so its
+  result does not depend on the other entries of the batch. The search
+  stops when every entry is done. tensorflow/models compares with the alive
+  score penalised at the maximum length instead, which searches on for
+  longer hypotheses that the penalty may favour.
 Together these make `beam_size=1` exactly greedy search, whatever α. At
 the last step every extension counts as ended, so a hypothesis cut at
 `max_length` competes with those that ended, under the same score.
@@ -28,7 +33,7 @@ Every cache leaf is reordered along its first axis when beams are selected.
 from keras import ops
 from keras import tree
 
-from keras_tf.decoding.greedy import check_max_length, exclude_padding
+from keras_tf.decoding.greedy import check_max_length, exclude_unpickable
 from keras_tf.layers.cache_update import update_at
 from keras_tf.models.config import END_ID, PAD_ID, START_ID
 
@@ -44,6 +49,31 @@ def gnmt_length_penalty(length, alpha):
         alpha: strength; 0 disables the penalty.
     """
     return ops.power((5.0 + ops.cast(length, "float32")) / 6.0, alpha)
+
+
+LENGTH_PENALTY_STYLES = ("gnmt", "power")
+
+
+def power_length_penalty(length, alpha):
+    """length^alpha, Hugging Face's `length_penalty` (and Marian's `--normalize`).
+
+    Args:
+        length: number of generated tokens, the end token included (at
+            least 1: an empty prefix counts as 1).
+        alpha: the exponent; 0 disables the penalty, 1 gives the mean
+            log-probability per token.
+    """
+    return ops.power(ops.maximum(ops.cast(length, "float32"), 1.0), alpha)
+
+
+def length_penalty_fn(style):
+    """The penalty function of a style: `"gnmt"` or `"power"`."""
+    if style not in LENGTH_PENALTY_STYLES:
+        raise ValueError(
+            f"length_penalty_style must be one of {LENGTH_PENALTY_STYLES}; "
+            f"received length_penalty_style={style!r}"
+        )
+    return gnmt_length_penalty if style == "gnmt" else power_length_penalty
 
 
 def tile_beams(x, beam_size):
@@ -77,6 +107,7 @@ def beam_search(
     start_id=START_ID,
     end_id=END_ID,
     pad_id=PAD_ID,
+    length_penalty_style="gnmt",
 ):
     """Find the beam_size most probable sequences, length-normalised, per batch entry.
 
@@ -86,17 +117,19 @@ def beam_search(
         batch_size: number of source sequences.
         max_length: number of tokens to generate at most.
         beam_size: hypotheses kept per batch entry. Defaults to 4.
-        length_penalty: α of the GNMT length penalty. Defaults to 0.6.
+        length_penalty: α of the length penalty. Defaults to 0.6.
         start_id: the token fed at position 0. Defaults to `START_ID`.
         end_id: the token that ends a hypothesis; None disables it.
             Defaults to `END_ID`.
         pad_id: what follows the end token. Defaults to `PAD_ID`.
+        length_penalty_style: `"gnmt"` (default), ((5 + length) / 6)^α, or
+            `"power"`, length^α.
 
     Returns:
         `(tokens, scores)`: int32 `[batch, beam, max_length]`, the finished
         hypotheses, best first (end token included, `pad_id` after it), and
         float32 `[batch, beam]`, each hypothesis' summed log-probability
-        divided by `gnmt_length_penalty(its length, length_penalty)`.
+        divided by the penalty of its length.
 
     Example:
         >>> from keras import ops
@@ -108,6 +141,7 @@ def beam_search(
     """
     check_max_length(max_length)
     check_beam_size(beam_size)
+    penalty = length_penalty_fn(length_penalty_style)
     batch, beam = batch_size, beam_size
 
     # alive_tokens: [batch, beam, max_length]; alive_log_probs: [batch, beam].
@@ -123,29 +157,25 @@ def beam_search(
     finished_tokens = ops.full((batch, beam, max_length), pad_id, dtype="int32")
     finished_scores = ops.full((batch, beam), _NEG_INF, dtype="float32")
     finished_flags = ops.zeros((batch, beam), dtype="bool")
+    # done: [batch], the entries that admit no more finished hypotheses.
+    done = ops.zeros((batch,), dtype="bool")
     index = ops.convert_to_tensor(0, dtype="int32")
 
     def cond(index, alive_tokens, alive_log_probs, last, cache,
-             finished_tokens, finished_scores, finished_flags):
-        # Hypotheses are `index` tokens long here.
-        best_alive = alive_log_probs[:, 0] / gnmt_length_penalty(index, length_penalty)
-        worst_finished = ops.min(finished_scores, axis=1)
-        done = ops.logical_and(
-            ops.all(finished_flags, axis=1), worst_finished >= best_alive
-        )
+             finished_tokens, finished_scores, finished_flags, done):
         return ops.logical_not(ops.all(done))
 
     def body(index, alive_tokens, alive_log_probs, last, cache,
-             finished_tokens, finished_scores, finished_flags):
+             finished_tokens, finished_scores, finished_flags, done):
         logits, cache = step_fn(last, cache, index)
         # log_probs: [batch, beam, V]
         log_probs = ops.log_softmax(ops.cast(logits, "float32"), axis=-1)
         vocabulary_size = log_probs.shape[-1]
         log_probs = ops.reshape(log_probs, (batch, beam, vocabulary_size))
-        # Extensions of every alive hypothesis by every token but padding:
+        # Extensions of every alive hypothesis by every token but padding and start:
         # [batch, beam * V].
         extended = ops.reshape(
-            alive_log_probs[:, :, None] + exclude_padding(log_probs, pad_id),
+            alive_log_probs[:, :, None] + exclude_unpickable(log_probs, pad_id, start_id),
             (batch, beam * vocabulary_size),
         )
         # The 2·beam best extensions: [batch, 2 * beam].
@@ -173,10 +203,11 @@ def beam_search(
         cache = tree.map_structure(lambda x: ops.take(x, rows, axis=0), cache)
 
         # New finished set: the beam best among the old ones and the
-        # extensions that ended within the beam best extensions.
+        # extensions that ended within the beam best extensions, unless
+        # the entry is done.
         in_beam = ops.arange(2 * beam, dtype="int32")[None, :] < beam
-        ends = ops.logical_and(ends, in_beam)
-        ended_scores = top_log_probs / gnmt_length_penalty(index + 1, length_penalty)
+        ends = ops.logical_and(ends, ops.logical_and(in_beam, ops.logical_not(done)[:, None]))
+        ended_scores = top_log_probs / penalty(index + 1, length_penalty)
         ended_scores = ops.where(ends, ended_scores, _NEG_INF)
         scores = ops.concatenate([finished_scores, ended_scores], axis=1)
         flags = ops.concatenate([finished_flags, ends], axis=1)
@@ -184,14 +215,23 @@ def beam_search(
         finished_scores, positions = ops.top_k(scores, k=beam, sorted=True)
         finished_flags = ops.take_along_axis(flags, positions, axis=1)
         finished_tokens = _gather_beams(tokens, positions)
+
+        # Done: beam finished hypotheses, none worse than the best alive one
+        # would score if it ended now, at index + 1 tokens.
+        best_alive = alive_log_probs[:, 0] / penalty(index + 1, length_penalty)
+        worst_finished = ops.min(finished_scores, axis=1)
+        done = ops.logical_or(
+            done,
+            ops.logical_and(ops.all(finished_flags, axis=1), worst_finished >= best_alive),
+        )
         return (index + 1, alive_tokens, alive_log_probs, last, cache,
-                finished_tokens, finished_scores, finished_flags)
+                finished_tokens, finished_scores, finished_flags, done)
 
     outputs = ops.while_loop(
         cond,
         body,
         (index, alive_tokens, alive_log_probs, last, initial_cache,
-         finished_tokens, finished_scores, finished_flags),
+         finished_tokens, finished_scores, finished_flags, done),
         maximum_iterations=max_length,
     )
     return outputs[5], outputs[6]

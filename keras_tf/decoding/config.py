@@ -8,6 +8,7 @@ longest output) are filled in.
 
 import dataclasses
 
+from keras_tf.decoding.beam_search import LENGTH_PENALTY_STYLES
 from keras_tf.models.config import END_ID, ConfigMethods
 
 METHODS = ("greedy", "beam", "top_k", "top_p")
@@ -28,8 +29,10 @@ class DecodingConfig(ConfigMethods):
     Args:
         method: `"greedy"` (default), `"beam"`, `"top_k"` or `"top_p"`.
         beam_size: hypotheses kept by beam search. Defaults to 4.
-        length_penalty: α of beam search's GNMT length penalty
-            ((5 + len) / 6)^α. Defaults to 0.6.
+        length_penalty: α of beam search's length penalty. Defaults to 0.6.
+        length_penalty_style: `"gnmt"` (default), GNMT's ((5 + len) / 6)^α,
+            or `"power"`, len^α, as Hugging Face's `generate` and Marian
+            divide by (len counts the generated tokens, END included).
         max_length: the most target tokens to generate, END included, at
             most the model's `max_target_length`. Defaults to None: that
             maximum.
@@ -57,6 +60,7 @@ class DecodingConfig(ConfigMethods):
     method: str = "greedy"
     beam_size: int = 4
     length_penalty: float = 0.6
+    length_penalty_style: str = "gnmt"
     max_length: int = None
     max_source_length: int = None
     top_k: int = 50
@@ -79,6 +83,11 @@ class DecodingConfig(ConfigMethods):
             raise ValueError(
                 "DecodingConfig.length_penalty must be a number; "
                 f"received length_penalty={self.length_penalty!r}"
+            )
+        if self.length_penalty_style not in LENGTH_PENALTY_STYLES:
+            raise ValueError(
+                f"DecodingConfig.length_penalty_style must be one of {LENGTH_PENALTY_STYLES}; "
+                f"received length_penalty_style={self.length_penalty_style!r}"
             )
         if self.max_length is not None and (not _is_int(self.max_length) or self.max_length < 1):
             raise ValueError(
@@ -158,6 +167,7 @@ class DecodingConfig(ConfigMethods):
             method=self.method,
             beam_size=self.beam_size if self.method == "beam" else 1,
             length_penalty=float(self.length_penalty) if self.method == "beam" else 0.0,
+            length_penalty_style=self.length_penalty_style if self.method == "beam" else "gnmt",
             max_length=max_length,
             max_source_length=max_source_length,
             top_k=self.top_k if self.method == "top_k" else 1,

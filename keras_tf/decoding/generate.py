@@ -24,7 +24,7 @@ from keras import ops
 from keras_tf.decoding.beam_search import beam_search, tile_beams
 from keras_tf.decoding.compile import xla_compile
 from keras_tf.decoding.config import DecodingConfig
-from keras_tf.decoding.greedy import exclude_padding, greedy_search
+from keras_tf.decoding.greedy import exclude_unpickable, greedy_search
 from keras_tf.decoding.sampling import sample_search
 from keras_tf.models.config import END_ID, PAD_ID, START_ID
 
@@ -35,7 +35,7 @@ tokens: int32 `[batch, max_length]` (or `[batch, beam_size, max_length]` with
     `return_all_beams`): generated ids, start token excluded, end token
     included, padding (0) after it.
 scores: float32 `[batch]` (or `[batch, beam_size]`): summed log-probabilities;
-    for beam search divided by the GNMT length penalty.
+    for beam search divided by the length penalty.
 """
 
 
@@ -128,6 +128,7 @@ def decode_ids(model, encoder_tokens, decoding, seed_generator=None):
             s.max_length,
             beam_size=s.beam_size,
             length_penalty=s.length_penalty,
+            length_penalty_style=s.length_penalty_style,
             **loop_kwargs,
         )
     step_fn = make_step_fn(model, encoder_tokens, cross)
@@ -221,6 +222,7 @@ def generate(
     method="greedy",
     beam_size=4,
     length_penalty=0.6,
+    length_penalty_style="gnmt",
     top_k=50,
     top_p=0.9,
     temperature=1.0,
@@ -238,8 +240,9 @@ def generate(
             model's `max_target_length`. Defaults to `max_target_length`.
         method: "greedy", "beam", "top_k" or "top_p". Defaults to "greedy".
         beam_size: hypotheses kept by beam search. Defaults to 4.
-        length_penalty: α of the GNMT length penalty ((5 + len) / 6)^α of
-            beam search. Defaults to 0.6.
+        length_penalty: α of beam search's length penalty. Defaults to 0.6.
+        length_penalty_style: `"gnmt"`, ((5 + len) / 6)^α (default), or
+            `"power"`, len^α (Hugging Face's).
         top_k: tokens kept by "top_k" sampling. Defaults to 50.
         top_p: probability mass kept by "top_p" sampling. Defaults to 0.9.
         temperature: divides the logits before sampling. Defaults to 1.
@@ -266,7 +269,7 @@ def generate(
     if decoding is None:
         decoding = DecodingConfig(
             method=method, beam_size=beam_size, length_penalty=length_penalty,
-            max_length=max_length, top_k=top_k, top_p=top_p, temperature=temperature,
+            length_penalty_style=length_penalty_style, max_length=max_length, top_k=top_k, top_p=top_p, temperature=temperature,
             end_id=end_id,
         )
     if not isinstance(decoding, DecodingConfig):
@@ -322,7 +325,7 @@ def greedy_search_uncached(model, encoder_tokens, max_length, end_id=END_ID):
             {"encoder_tokens": encoder_tokens, "decoder_tokens": ops.convert_to_tensor(prefix)}
         )
         logits = logits[:, -1, :]
-        picked = ops.convert_to_numpy(ops.argmax(exclude_padding(logits), axis=-1))
+        picked = ops.convert_to_numpy(ops.argmax(exclude_unpickable(logits), axis=-1))
         log_probs = ops.convert_to_numpy(ops.log_softmax(logits, axis=-1))
         picked = np.where(finished, PAD_ID, picked).astype("int32")
         scores += np.where(finished, 0.0, log_probs[np.arange(batch_size), picked])

@@ -24,15 +24,22 @@ def check_max_length(max_length):
         )
 
 
-def exclude_padding(logits, pad_id=PAD_ID):
-    """Set the padding token's logit to a large negative number, so it is never picked.
+def exclude_unpickable(logits, pad_id=PAD_ID, start_id=START_ID):
+    """Set the padding and start tokens' logits to a large negative number, so neither is picked.
 
     Padding means "no token" to the model's masks, so a generated padding id
     would be hidden from the following steps of an uncached pass but not
-    from the cache. fairseq excludes it the same way.
+    from the cache; fairseq excludes it the same way. The start token only
+    ever opens the decoder input; Hugging Face's Marian models ban it too
+    (their start token is their padding token, `bad_words_ids`).
+
+    Only the pick is masked: the log-softmax that scores a token is taken
+    over the model's logits as they are, so a sequence's score stays its
+    teacher-forced log-probability.
     """
-    is_pad = ops.equal(ops.arange(ops.shape(logits)[-1]), pad_id)
-    return ops.where(is_pad[None, :], -1e9, logits)
+    ids = ops.arange(ops.shape(logits)[-1])
+    unpickable = ops.logical_or(ops.equal(ids, pad_id), ops.equal(ids, start_id))
+    return ops.where(unpickable[None, :], -1e9, logits)
 
 
 def decode_token_by_token(
@@ -53,7 +60,7 @@ def decode_token_by_token(
         batch_size: number of sequences (a Python int).
         max_length: number of tokens to generate at most (a Python int).
         pick_fn: `(logits [batch, V] float32, index) -> int32 [batch]`; the
-            padding logit is masked before it.
+            padding and start logits are masked before it.
         start_id: the token fed at position 0.
         end_id: the token that ends a sequence; None generates exactly
             `max_length` tokens.
@@ -79,7 +86,9 @@ def decode_token_by_token(
     def body(index, tokens, last, finished, scores, cache):
         logits, cache = step_fn(last, cache, index)
         logits = ops.cast(logits, "float32")
-        picked = ops.cast(pick_fn(exclude_padding(logits, pad_id), index), "int32")
+        picked = ops.cast(
+            pick_fn(exclude_unpickable(logits, pad_id, start_id), index), "int32"
+        )
         log_probs = ops.log_softmax(logits, axis=-1)
         picked_log_probs = ops.take_along_axis(log_probs, picked[:, None], axis=1)[:, 0]
         # A finished sequence keeps its score and is padded from here on.
@@ -108,7 +117,7 @@ def greedy_search(
     end_id=END_ID,
     pad_id=PAD_ID,
 ):
-    """Greedy decoding: the most probable token (other than padding) at every step.
+    """Greedy decoding: the most probable token (other than padding and start) at every step.
 
     Args:
         step_fn: `(tokens [batch, 1], cache, index) -> (logits [batch, V], cache)`.

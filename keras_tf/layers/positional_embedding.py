@@ -9,21 +9,43 @@ from keras import ops
 from keras_tf.layers.validation import check_token_ids, clone_initializer
 
 
-def sinusoidal_encoding(max_length, d_model):
+LAYOUTS = ("interleaved", "concatenated")
+
+
+def sinusoidal_encoding(max_length, d_model, layout="interleaved"):
     """PE(pos, 2i) = sin(pos / 10000^(2i/d_model)), PE(pos, 2i+1) = cos(same).
 
-    Sin and cos are interleaved on even and odd dimensions, as in the paper
-    (flax's WMT example and the TF tutorial concatenate them instead, which is
-    a permutation of the same features).
+    `"interleaved"` puts sin and cos on even and odd dimensions, as in the
+    paper. `"concatenated"` puts all the sines first and all the cosines
+    after them (Marian, and so OPUS-MT; flax's WMT example; the TF
+    tutorial): a permutation of the same features, which a trained model
+    cannot tell apart from its own weights, so a checkpoint needs the layout
+    it was trained with.
 
-    Returns a float32 numpy array `[max_length, d_model]`.
+    Args:
+        max_length: rows (positions 0 .. max_length - 1).
+        d_model: features.
+        layout: `"interleaved"` (default) or `"concatenated"`.
+
+    Returns:
+        A float32 numpy array `[max_length, d_model]`.
+
+    Example:
+        >>> [round(float(v), 3) for v in sinusoidal_encoding(2, 4, "concatenated")[1]]
+        [0.841, 0.01, 0.54, 1.0]
     """
+    if layout not in LAYOUTS:
+        raise ValueError(f"layout must be one of {LAYOUTS}; received layout={layout!r}")
     positions = np.arange(max_length, dtype=np.float64)[:, None]
     two_i = np.arange(0, d_model, 2, dtype=np.float64)[None, :]
+    # angles: [max_length, ceil(d_model / 2)]
     angles = positions / np.power(10000.0, two_i / d_model)
+    sines, cosines = np.sin(angles), np.cos(angles[:, : d_model // 2])
+    if layout == "concatenated":
+        return np.concatenate([sines, cosines], axis=1).astype("float32")
     encoding = np.zeros((max_length, d_model), dtype=np.float64)
-    encoding[:, 0::2] = np.sin(angles)
-    encoding[:, 1::2] = np.cos(angles[:, : d_model // 2])
+    encoding[:, 0::2] = sines
+    encoding[:, 1::2] = cosines
     return encoding.astype("float32")
 
 
@@ -45,6 +67,8 @@ class PositionalEmbedding(keras.layers.Layer):
         embeddings_initializer: initializer of the embedding matrix.
             Defaults to normal with stddev d_model^-0.5, so that the scaled
             embedding has unit variance.
+        layout: the sinusoids' layout, `"interleaved"` (default, the paper)
+            or `"concatenated"`; see `sinusoidal_encoding`.
 
     Example:
         >>> import numpy as np
@@ -63,6 +87,7 @@ class PositionalEmbedding(keras.layers.Layer):
         max_length,
         mask_zero=True,
         embeddings_initializer=None,
+        layout="interleaved",
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -83,8 +108,9 @@ class PositionalEmbedding(keras.layers.Layer):
             name="token_embedding",
         )
         self.supports_masking = mask_zero
-        # Not a weight: recomputed from (max_length, d_model), never saved.
-        self._encoding = sinusoidal_encoding(max_length, d_model)
+        # Not a weight: recomputed from (max_length, d_model, layout), never saved.
+        self.layout = layout
+        self._encoding = sinusoidal_encoding(max_length, d_model, layout)
 
     def build(self, tokens_shape=None):
         self.token_embedding.build(tokens_shape)
@@ -149,6 +175,7 @@ class PositionalEmbedding(keras.layers.Layer):
                 "d_model": self.d_model,
                 "max_length": self.max_length,
                 "mask_zero": self.mask_zero,
+                "layout": self.layout,
                 "embeddings_initializer": keras.initializers.serialize(
                     self.embeddings_initializer
                 ),

@@ -6,6 +6,8 @@ Variants are derived with `dataclasses.replace`, as flax's WMT example does:
 
 import dataclasses
 
+from keras_tf.layers.positional_embedding import LAYOUTS as POSITIONAL_LAYOUTS
+
 # Reserved token ids, shared by the tokenizers, the data pipeline, the model
 # (padding id 0 produces the Keras mask) and the decoding loops.
 PAD_ID = 0
@@ -59,6 +61,12 @@ class TransformerConfig(ConfigMethods):
             linear layer, as in section 3.4 of the paper.
         activation: the feed-forward activation (the paper's ReLU).
         layer_norm_epsilon: LayerNorm epsilon.
+        positional_layout: where the sinusoids' sin and cos features go:
+            `"interleaved"` (the paper: sin on even, cos on odd dimensions)
+            or `"concatenated"` (all sines, then all cosines, as Marian and
+            flax's WMT example lay them out).
+        output_bias: add a trained bias vector to the float32 logits (BART
+            and Marian's `final_logits_bias`), tied output layer or not.
     """
 
     source_vocabulary_size: int
@@ -76,6 +84,8 @@ class TransformerConfig(ConfigMethods):
     tie_embeddings: bool = True
     activation: str = "relu"
     layer_norm_epsilon: float = 1e-5
+    positional_layout: str = "interleaved"
+    output_bias: bool = False
 
     def __post_init__(self):
         for name in (
@@ -106,6 +116,17 @@ class TransformerConfig(ConfigMethods):
                 raise ValueError(
                     f"TransformerConfig.{name} must be in [0, 1); received {value!r}"
                 )
+
+        if self.positional_layout not in POSITIONAL_LAYOUTS:
+            raise ValueError(
+                f"TransformerConfig.positional_layout must be one of {POSITIONAL_LAYOUTS}; "
+                f"received positional_layout={self.positional_layout!r}"
+            )
+        if not isinstance(self.output_bias, bool):
+            raise ValueError(
+                "TransformerConfig.output_bias must be True or False; "
+                f"received output_bias={self.output_bias!r}"
+            )
 
     @property
     def head_dim(self):

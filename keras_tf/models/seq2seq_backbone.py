@@ -79,7 +79,7 @@ class Seq2SeqBackbone(keras.Model):
         )
         self.source_embedding = PositionalEmbedding(
             c.source_vocabulary_size, c.d_model, c.max_source_length,
-            mask_zero=False, dtype=dtype, name="source_embedding",
+            mask_zero=False, layout=c.positional_layout, dtype=dtype, name="source_embedding",
         )
         self.source_dropout = keras.layers.Dropout(c.dropout, dtype=dtype, name="source_dropout")
         self.encoder_blocks = [
@@ -88,7 +88,7 @@ class Seq2SeqBackbone(keras.Model):
         ]
         self.target_embedding = PositionalEmbedding(
             c.target_vocabulary_size, c.d_model, c.max_target_length,
-            mask_zero=False, dtype=dtype, name="target_embedding",
+            mask_zero=False, layout=c.positional_layout, dtype=dtype, name="target_embedding",
         )
         self.target_dropout = keras.layers.Dropout(c.dropout, dtype=dtype, name="target_dropout")
         self.decoder_blocks = [

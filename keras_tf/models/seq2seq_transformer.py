@@ -40,13 +40,20 @@ class Seq2SeqTransformer(Seq2SeqBackbone):
             self.output_projection = keras.layers.Dense(
                 config.target_vocabulary_size, dtype=dtype, name="output_projection"
             )
+        self.output_bias = None
+        if config.output_bias:
+            self.output_bias = LogitsBias(config.target_vocabulary_size, name="output_bias")
 
     def _head(self, states):
         """The final linear layer over the vocabulary (softmax is applied by the
         loss or the decoding loop). logits: [batch, target_length, vocabulary], float32."""
         if self.output_projection is None:
-            return self.target_embedding(states, reverse=True)
-        return ops.cast(self.output_projection(states), "float32")
+            logits = self.target_embedding(states, reverse=True)
+        else:
+            logits = ops.cast(self.output_projection(states), "float32")
+        if self.output_bias is not None:
+            logits = self.output_bias(logits)
+        return logits
 
     # --- decoding sub-models, built from the same layers ---
 
@@ -164,3 +171,41 @@ class Seq2SeqTransformer(Seq2SeqBackbone):
             self, encoder_tokens, max_length=max_length, method=method,
             beam_size=beam_size, length_penalty=length_penalty, **kwargs,
         )
+
+
+@keras.saving.register_keras_serializable(package="keras_tf")
+class LogitsBias(keras.layers.Layer):
+    """Adds a trained bias vector to float32 logits: BART's and Marian's `final_logits_bias`.
+
+    The variable is float32 whatever the dtype policy, as the logits are.
+
+    Args:
+        vocabulary_size: the logits' last dimension.
+
+    Example:
+        >>> import numpy as np
+        >>> tuple(LogitsBias(5)(np.zeros((1, 2, 5), "float32")).shape)
+        (1, 2, 5)
+    """
+
+    def __init__(self, vocabulary_size, **kwargs):
+        super().__init__(**kwargs)
+        self.vocabulary_size = vocabulary_size
+
+    def build(self, logits_shape=None):
+        self.bias = self.add_weight(
+            shape=(self.vocabulary_size,), initializer="zeros", dtype="float32", name="bias"
+        )
+        self.built = True
+
+    def call(self, logits):
+        # logits: [batch, length, vocabulary], float32
+        return ops.cast(logits, "float32") + self.bias
+
+    def compute_output_spec(self, logits):
+        return keras.KerasTensor(logits.shape, dtype="float32")
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({"vocabulary_size": self.vocabulary_size})
+        return config

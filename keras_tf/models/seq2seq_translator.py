@@ -400,8 +400,10 @@ class Seq2SeqTranslator(keras.Model):
 
         Args:
             preset: a name in `keras_tf.models.PRESETS` (an untrained
-                architecture), or a directory written by `save_to_preset` or
-                `keras-tf train --out`.
+                architecture), a directory written by `save_to_preset` or
+                `keras-tf train --out`, or a Hugging Face Marian (OPUS-MT)
+                directory or `hf://ORG/NAME`, converted by
+                `keras_tf.models.marian.load_marian` (docs/pretrained.md).
             tokenizers: for a named preset, the `Seq2SeqTokenizers` whose
                 vocabulary sizes the model takes. Defaults to None: token ids only.
             decoding: a `DecodingConfig` replacing the preset's.
@@ -416,7 +418,12 @@ class Seq2SeqTranslator(keras.Model):
         preset = os.fspath(preset)
         if preset in PRESETS:
             return cls._from_preset_name(preset, tokenizers, decoding, dtype, config_overrides)
-        if not os.path.isdir(preset):
+        from keras_tf.models import marian
+
+        is_marian = preset.startswith(marian.HF_PREFIX) or (
+            not os.path.isfile(os.path.join(preset, MODEL_FILE)) and marian.is_hugging_face_dir(preset)
+        )
+        if not is_marian and not os.path.isdir(preset):
             raise ValueError(
                 f"Unknown preset {preset!r}: not a directory, and not one of {sorted(PRESETS)}"
             )
@@ -427,6 +434,10 @@ class Seq2SeqTranslator(keras.Model):
                 f"A preset directory fixes its model and tokenizers; received {given} for "
                 f"{preset}"
             )
+        if is_marian:
+            imported = marian.load_marian(preset)
+            backbone = imported.backbone if load_weights else Seq2SeqTransformer(imported.config)
+            return cls(backbone, imported.preprocessor, decoding or imported.decoding)
         return cls._from_preset_dir(preset, decoding, load_weights)
 
     @classmethod

@@ -39,7 +39,7 @@ class Translations:
         texts: list of `str`, one translation per source.
         scores: float32 numpy `[batch]`: the summed log-probability of the
             generated tokens (END included); for beam search divided by the
-            GNMT length penalty. 0 for an empty source.
+            length penalty. 0 for an empty source.
     """
 
     texts: list
@@ -108,6 +108,7 @@ class Translator:
             "method": d.method,
             "beam_size": d.beam_size,
             "length_penalty": d.length_penalty,
+            "length_penalty_style": d.length_penalty_style,
             "max_length": d.max_length,
             "max_source_length": d.max_source_length,
             "source_buckets": list(self.source_buckets),
@@ -142,7 +143,7 @@ class Translator:
         Returns:
             `Translations` whose `texts` is a list (one per sentence) of `n`
             strings and `scores` float32 `[batch, n]`, the beam scores
-            (summed log-probabilities over the GNMT length penalty), best
+            (summed log-probabilities over the length penalty), best
             first. The first of each is what `translate` returns.
         """
         d = self.decoding

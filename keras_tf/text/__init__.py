@@ -37,6 +37,7 @@ from keras_tf.text.pipeline import (
 from keras_tf.text.preprocessor import Seq2SeqPreprocessor, clean_text
 from keras_tf.text.tokenizers import (
     Seq2SeqTokenizers,
+    SentencePieceVocabularyTokenizer,
     auto_vocabulary_size,
     train_sentencepiece,
     train_wordpiece,
@@ -50,6 +51,7 @@ __all__ = [
     "ReadStats",
     "Seq2SeqPreprocessor",
     "Seq2SeqTokenizers",
+    "SentencePieceVocabularyTokenizer",
     "auto_vocabulary_size",
     "clean_text",
     "default_bucket_boundaries",

@@ -19,6 +19,11 @@ What a round trip gives back (`detokenize(tokenize(s))`):
   space. It is lossless otherwise (hyphens, apostrophes and digits
   included), so it is the default for translation. Every character of the
   training text has a piece, so the training text never meets `[UNK]`.
+* SentencePiece with a piece vocabulary (`SentencePieceVocabularyTokenizer`,
+  for imported checkpoints such as OPUS-MT): the model's pieces, with ids
+  from an explicit vocabulary instead of SentencePiece's own ids. Round
+  trips like SentencePiece; `[UNK]` is dropped when detokenizing, as
+  `MarianTokenizer.decode(..., skip_special_tokens=True)` drops `<unk>`.
 * WordPiece: the same NFKC text split into words on whitespace and
   punctuation, with every CJK character its own word, the words joined by
   one space: `"Grüße, Welt!"` -> `"Grüße , Welt !"`,
@@ -34,13 +39,17 @@ import re
 import unicodedata
 
 import keras_hub
+import numpy as np
 import tensorflow as tf
 import tensorflow_text as tf_text
 from sentencepiece import sentencepiece_model_pb2
 
 from keras_tf.models.config import END_ID, PAD_ID, RESERVED_TOKENS, START_ID, UNK_ID
 
-KINDS = ("sentencepiece", "wordpiece")
+# What `Seq2SeqTokenizers.train` learns; an imported checkpoint may also bring a
+# "sentencepiece_vocabulary" (SentencePieceVocabularyTokenizer).
+TRAINABLE_KINDS = ("sentencepiece", "wordpiece")
+KINDS = TRAINABLE_KINDS + ("sentencepiece_vocabulary",)
 SENTENCEPIECE_MODEL_TYPES = ("unigram", "bpe")
 CONFIG_FILENAME = "tokenizers.json"
 FORMAT_VERSION = 1
@@ -229,14 +238,117 @@ def train_wordpiece(texts, vocabulary_size=None, *, lowercase=False):
     )
 
 
+# SentencePiece's word-boundary mark, U+2581.
+WORD_BOUNDARY = "\u2581"
+# A leading language tag such as ">>deu<<" (MarianTokenizer.remove_language_code):
+# kept as one piece, the rest of the text goes to SentencePiece.
+_LANGUAGE_TAG = r"(?s)^(>>.*?<<)(.*)$"
+# tf.strings.to_hash_bucket_fast with this many buckets is a 62-bit fingerprint.
+_FINGERPRINT_BUCKETS = 2**62
+
+
+class SentencePieceVocabularyTokenizer:
+    """A SentencePiece model whose pieces take their ids from an explicit vocabulary.
+
+    Imported checkpoints number their pieces their own way: OPUS-MT's
+    `vocab.json` is one vocabulary for two SentencePiece models (source and
+    target), in an order of its own. This tokenizer splits text with the
+    SentencePiece model into pieces and looks each piece up in `vocabulary`
+    (a piece not in it reads as `[UNK]`); detokenizing joins the pieces of
+    the ids and turns the word-boundary marks back into spaces. A leading
+    language tag (`">>deu<< text"`) stays one piece, as MarianTokenizer
+    keeps it. Everything runs as TensorFlow and TF-Text ops on graph
+    constants, so an exported SavedModel runs it.
+
+    Args:
+        proto: bytes, a serialized SentencePiece model.
+        vocabulary: list of str, the piece of each id; ids 0-3 are
+            `RESERVED_TOKENS`.
+
+    Example:
+        >>> base = train_sentencepiece(["the cat sat", "the dog ran"] * 20, 16)
+        >>> pieces = [base.id_to_token(i) for i in range(4, 16)]
+        >>> tokenizer = SentencePieceVocabularyTokenizer(
+        ...     base.proto, list(RESERVED_TOKENS) + pieces[::-1])
+        >>> tokenizer.vocabulary_size()
+        16
+    """
+
+    def __init__(self, proto, vocabulary):
+        if not isinstance(proto, bytes):
+            raise TypeError(f"proto must be bytes; received {type(proto).__name__}")
+        vocabulary = list(vocabulary)
+        head = tuple(vocabulary[: len(RESERVED_TOKENS)])
+        if head != RESERVED_TOKENS:
+            raise ValueError(
+                f"The vocabulary must start with {RESERVED_TOKENS}; received {head}"
+            )
+        if len(set(vocabulary)) != len(vocabulary):
+            repeated = sorted({p for p in vocabulary if vocabulary.count(p) > 1})[:5]
+            raise ValueError(f"The vocabulary repeats pieces, e.g. {repeated}")
+        self.proto = proto
+        self.vocabulary = vocabulary
+        # The ids of the pieces past the reserved ones, ordered by fingerprint.
+        fingerprints = tf.strings.to_hash_bucket_fast(
+            vocabulary[len(RESERVED_TOKENS):], _FINGERPRINT_BUCKETS
+        ).numpy()
+        order = np.argsort(fingerprints, kind="stable")
+        self._sorted_fingerprints = fingerprints[order]
+        if len(np.unique(self._sorted_fingerprints)) != len(order):
+            raise ValueError("Two pieces of the vocabulary share a 64-bit fingerprint")
+        self._sorted_ids = (order + len(RESERVED_TOKENS)).astype(np.int32)
+
+    def vocabulary_size(self):
+        return len(self.vocabulary)
+
+    def _lookup(self, pieces):
+        """Pieces (tf.string, any shape) -> ids; a piece not in the vocabulary -> `UNK_ID`.
+
+        A search in the sorted 64-bit fingerprints of the vocabulary, then a
+        string comparison: graph constants and stateless ops only, so no
+        lookup-table resource has to be tracked by an export or survive
+        `tf.random.set_seed`.
+        """
+        fingerprints = tf.strings.to_hash_bucket_fast(pieces, _FINGERPRINT_BUCKETS)
+        flat = tf.reshape(fingerprints, [-1])
+        position = tf.searchsorted(tf.constant(self._sorted_fingerprints), flat)
+        position = tf.minimum(position, len(self._sorted_fingerprints) - 1)
+        ids = tf.gather(tf.constant(self._sorted_ids), position)
+        found = tf.equal(tf.gather(tf.constant(self.vocabulary), ids), tf.reshape(pieces, [-1]))
+        return tf.reshape(tf.where(found, ids, UNK_ID), tf.shape(pieces))
+
+    def tokenize(self, strings):
+        """tf.string `[batch]` -> int32 ragged `[batch, (pieces)]`."""
+        # tagged: [batch]; a leading ">>xx<<" becomes its own piece.
+        tagged = tf.strings.regex_full_match(strings, _LANGUAGE_TAG)
+        tag = tf.where(tagged, tf.strings.regex_replace(strings, _LANGUAGE_TAG, r"\1"), "")
+        rest = tf.where(tagged, tf.strings.regex_replace(strings, _LANGUAGE_TAG, r"\2"), strings)
+        pieces = tf_text.SentencepieceTokenizer(model=self.proto, out_type=tf.string).tokenize(rest)
+        tags = tf.RaggedTensor.from_row_lengths(
+            tf.boolean_mask(tag, tagged), tf.cast(tagged, tf.int64)
+        )
+        pieces = tf.concat([tags, pieces], axis=1)
+        return tf.ragged.map_flat_values(self._lookup, pieces)
+
+    def detokenize(self, ids):
+        """int32 ragged `[batch, (ids)]` (reserved ids removed) -> tf.string `[batch]`."""
+        pieces = tf.gather(tf.constant(self.vocabulary, tf.string), ids)
+        text = tf.strings.reduce_join(pieces, axis=-1)
+        # MarianTokenizer.convert_tokens_to_string: boundary marks to spaces, then strip.
+        return tf.strings.strip(tf.strings.regex_replace(text, WORD_BOUNDARY, " "))
+
+
 def _kind(tokenizer):
     if isinstance(tokenizer, keras_hub.tokenizers.SentencePieceTokenizer):
         return "sentencepiece"
     if isinstance(tokenizer, keras_hub.tokenizers.WordPieceTokenizer):
         return "wordpiece"
+    if isinstance(tokenizer, SentencePieceVocabularyTokenizer):
+        return "sentencepiece_vocabulary"
     raise ValueError(
         "Expected a keras_hub.tokenizers.SentencePieceTokenizer or "
-        f"WordPieceTokenizer; received {type(tokenizer).__name__}"
+        "WordPieceTokenizer, or a keras_tf SentencePieceVocabularyTokenizer; received "
+        f"{type(tokenizer).__name__}"
     )
 
 
@@ -248,6 +360,8 @@ def _sentencepiece_model(tokenizer):
 
 def _check_reserved_ids(side, tokenizer):
     """Raise unless the tokenizer gives the reserved tokens ids 0-3."""
+    if _kind(tokenizer) == "sentencepiece_vocabulary":
+        return  # checked by its constructor
     if _kind(tokenizer) == "sentencepiece":
         spec = _sentencepiece_model(tokenizer).trainer_spec
         found = {name: getattr(spec, name) for name in _SENTENCEPIECE_RESERVED}
@@ -281,7 +395,7 @@ def _sentencepiece_op(tokenizer):
 
 
 def _lowercase(tokenizer):
-    if _kind(tokenizer) == "sentencepiece":
+    if _kind(tokenizer) in ("sentencepiece", "sentencepiece_vocabulary"):
         return _sentencepiece_model(tokenizer).normalizer_spec.name.endswith("_cf")
     return bool(tokenizer.lowercase)
 
@@ -375,8 +489,8 @@ class Seq2SeqTokenizers(tf.Module):
             >>> tokenizers.shared
             False
         """
-        if kind not in KINDS:
-            raise ValueError(f"kind must be one of {KINDS}; received kind={kind!r}")
+        if kind not in TRAINABLE_KINDS:
+            raise ValueError(f"kind must be one of {TRAINABLE_KINDS}; received kind={kind!r}")
         if kind == "wordpiece" and model_type is not None:
             raise ValueError(
                 "model_type applies to SentencePiece only; received "
@@ -420,6 +534,8 @@ class Seq2SeqTokenizers(tf.Module):
         # ids: int32 ragged [batch, (tokens)]
         if self.kind == "sentencepiece":
             return _sentencepiece_op(tokenizer).tokenize(strings)
+        if self.kind == "sentencepiece_vocabulary":
+            return tokenizer.tokenize(strings)
         # SentencePiece normalises with NFKC inside its op; do the same here.
         return tokenizer.tokenize(tf_text.normalize_utf8(strings, "NFKC"))
 
@@ -428,9 +544,13 @@ class Seq2SeqTokenizers(tf.Module):
         # ids, keep: [batch, T]
         before_end = tf.cumsum(tf.cast(tf.equal(ids, END_ID), tf.int32), axis=1) == 0
         keep = before_end & tf.not_equal(ids, PAD_ID) & tf.not_equal(ids, START_ID)
+        if self.kind == "sentencepiece_vocabulary":
+            keep &= tf.not_equal(ids, UNK_ID)
         tokens = tf.ragged.boolean_mask(ids, keep)
         if self.kind == "sentencepiece":
             return _sentencepiece_op(tokenizer).detokenize(tokens)
+        if self.kind == "sentencepiece_vocabulary":
+            return tokenizer.detokenize(tokens)
         return tokenizer.detokenize(tokens)
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
@@ -491,6 +611,8 @@ class Seq2SeqTokenizers(tf.Module):
         if self.kind == "sentencepiece":
             # From the proto, not keras-hub's eager resource (tensorflow/text#570).
             vocabulary = [piece.piece for piece in _sentencepiece_model(tokenizer).pieces]
+        elif self.kind == "sentencepiece_vocabulary":
+            vocabulary = tokenizer.vocabulary
         else:
             vocabulary = list(tokenizer.get_vocabulary())
         return [
@@ -513,8 +635,9 @@ class Seq2SeqTokenizers(tf.Module):
         """Write the vocabularies and `tokenizers.json` into `directory`.
 
         SentencePiece models go to `<side>.spm`, WordPiece vocabularies to
-        `<side>_vocab.txt` (one token a line), where `<side>` is `shared`, or
-        `source` and `target`.
+        `<side>_vocab.txt` (one token a line), a piece vocabulary to
+        `<side>_vocabulary.json` beside its `<side>.spm`, where `<side>` is
+        `shared`, or `source` and `target`.
 
         Args:
             directory: a folder, created if missing.
@@ -534,19 +657,26 @@ class Seq2SeqTokenizers(tf.Module):
             if self.shared
             else {"source": self.source_tokenizer, "target": self.target_tokenizer}
         )
-        files = {}
+        files, vocabularies = {}, {}
         for side, tokenizer in sides.items():
-            if self.kind == "sentencepiece":
+            if self.kind in ("sentencepiece", "sentencepiece_vocabulary"):
                 files[side] = f"{side}.spm"
                 with open(os.path.join(directory, files[side]), "wb") as file:
                     file.write(tokenizer.proto)
-            else:
+            if self.kind == "sentencepiece_vocabulary":
+                vocabularies[side] = f"{side}_vocabulary.json"
+                with open(os.path.join(directory, vocabularies[side]), "w", encoding="utf-8") as file:
+                    json.dump(tokenizer.vocabulary, file, ensure_ascii=False, indent=0)
+                    file.write("\n")
+            elif self.kind == "wordpiece":
                 files[side] = f"{side}_vocab.txt"
                 with open(
                     os.path.join(directory, files[side]), "w", encoding="utf-8", newline="\n"
                 ) as file:
                     file.write("".join(token + "\n" for token in tokenizer.get_vocabulary()))
         config = {"format_version": FORMAT_VERSION, **self.get_config(), "files": files}
+        if vocabularies:
+            config["vocabularies"] = vocabularies
         with open(os.path.join(directory, CONFIG_FILENAME), "w", encoding="utf-8") as file:
             json.dump(config, file, indent=2, ensure_ascii=False)
             file.write("\n")
@@ -584,6 +714,12 @@ class Seq2SeqTokenizers(tf.Module):
             if config["kind"] == "sentencepiece":
                 with open(file_path, "rb") as file:
                     return keras_hub.tokenizers.SentencePieceTokenizer(proto=file.read())
+            if config["kind"] == "sentencepiece_vocabulary":
+                with open(file_path, "rb") as file:
+                    proto = file.read()
+                vocabulary_path = os.path.join(directory, config["vocabularies"][side])
+                with open(vocabulary_path, encoding="utf-8") as file:
+                    return SentencePieceVocabularyTokenizer(proto, json.load(file))
             with open(file_path, encoding="utf-8", newline="\n") as file:
                 vocabulary = file.read().split("\n")[:-1]
             return keras_hub.tokenizers.WordPieceTokenizer(

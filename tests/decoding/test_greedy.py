@@ -8,16 +8,16 @@ from tests.decoding.conftest import MAX_LENGTH, cut_after, random_model, random_
 
 def test_greedy_search_follows_a_fixed_chain_and_pads_after_end():
     # Token t is followed by t + 1; rows start from different tokens by
-    # reading their start token from the cache. Token 3 (END) ends a row.
+    # reading their start token from the cache. Token 7 ends a row.
     def step_fn(tokens, cache, index):
         current = ops.where(ops.equal(index, 0), cache, tokens[:, 0])
         return ops.one_hot(current + 1, 16) * 5.0, cache
 
-    starts = ops.convert_to_tensor([0, 1, 2, 3], dtype="int32")
-    tokens, scores = greedy_search(step_fn, starts, batch_size=4, max_length=5)
+    starts = ops.convert_to_tensor([4, 5, 6, 8], dtype="int32")
+    tokens, scores = greedy_search(step_fn, starts, batch_size=4, max_length=5, end_id=7)
     np.testing.assert_array_equal(
         ops.convert_to_numpy(tokens),
-        [[1, 2, 3, 0, 0], [2, 3, 0, 0, 0], [3, 0, 0, 0, 0], [4, 5, 6, 7, 8]],
+        [[5, 6, 7, 0, 0], [6, 7, 0, 0, 0], [7, 0, 0, 0, 0], [9, 10, 11, 12, 13]],
     )
     # Each picked token has probability e^5 / (e^5 + 15).
     log_p = 5.0 - np.log(np.exp(5.0) + 15.0)
@@ -30,6 +30,19 @@ def test_greedy_search_never_picks_padding():
 
     tokens, _ = greedy_search(step_fn, (), batch_size=1, max_length=3)
     np.testing.assert_array_equal(ops.convert_to_numpy(tokens), [[1, 1, 1]])
+
+
+def test_greedy_search_never_picks_start_and_scores_over_all_logits():
+    # START (2) is likeliest; the pick skips it, the score's log-softmax keeps it.
+    logits = np.array([[0.0, 1.0, 9.0, 0.0, 2.0]], "float32")
+
+    def step_fn(tokens, cache, index):
+        return ops.convert_to_tensor(logits), cache
+
+    tokens, scores = greedy_search(step_fn, (), batch_size=1, max_length=2, end_id=None)
+    np.testing.assert_array_equal(ops.convert_to_numpy(tokens), [[4, 4]])
+    log_p = 2.0 - np.log(np.exp(logits).sum())
+    np.testing.assert_allclose(ops.convert_to_numpy(scores), [2 * log_p], rtol=1e-6)
 
 
 def _token_that_ends_some_rows_early(tokens):

@@ -6,7 +6,7 @@ from keras_tf.decoding import generate, nucleus_mask, sample_search
 from keras_tf.decoding.compile import xla_compile
 from tests.decoding.conftest import MAX_LENGTH, random_sources
 
-# Probabilities of ids 0..5; id 0 is padding, which is never sampled.
+# Probabilities of ids 0..5; ids 0 (padding) and 2 (start) are never sampled.
 PROBS = np.array([0.2, 0.05, 0.05, 0.1, 0.3, 0.3], dtype="float32")
 
 
@@ -35,22 +35,23 @@ def _sample_frequencies(**kwargs):
 
 
 def test_top_k_samples_from_the_renormalised_top_k():
-    # The top 3 without padding: ids 4, 5 (0.3 each) and 3 (0.1).
+    # The top 3 without padding and start: ids 4, 5 (0.3 each) and 3 (0.1).
     np.testing.assert_allclose(
         _sample_frequencies(top_k=3), [0, 0, 0, 1 / 7, 3 / 7, 3 / 7], atol=0.03
     )
 
 
 def test_top_p_samples_from_the_renormalised_nucleus():
-    # Without padding the probabilities are 0.375, 0.375, 0.125, ...: p=0.7
+    # Without padding and start the probabilities are 0.4, 0.4, 0.133, 0.067: p=0.7
     # keeps ids 4 and 5.
     np.testing.assert_allclose(
         _sample_frequencies(top_p=0.7), [0, 0, 0, 0, 0.5, 0.5], atol=0.03
     )
 
 
-def test_unrestricted_sampling_follows_the_model_without_padding():
-    np.testing.assert_allclose(_sample_frequencies(), np.r_[0, PROBS[1:] / 0.8], atol=0.03)
+def test_unrestricted_sampling_follows_the_model_without_padding_and_start():
+    expected = np.where([False, True, False, True, True, True], PROBS, 0.0) / 0.75
+    np.testing.assert_allclose(_sample_frequencies(), expected, atol=0.03)
 
 
 def test_top_k_of_one_is_greedy(post_norm_model):
@@ -91,4 +92,4 @@ def test_each_compiled_step_draws_afresh():
         return sample_search(step_fn, (), 1, 40, seed_generator, end_id=None)[0]
 
     tokens = ops.convert_to_numpy(xla_compile(sample, lambda: [seed_generator.state])())
-    assert len(np.unique(tokens)) == 5, tokens  # every id but padding
+    assert len(np.unique(tokens)) == 4, tokens  # every id but padding and start

@@ -1,0 +1,35 @@
+"""Convert a Hugging Face Marian (OPUS-MT) model into a keras-tf model directory.
+
+    keras-tf import-marian --model opus-mt-en-de --out en-de
+    keras-tf import-marian --model hf://Helsinki-NLP/opus-mt-en-de --out en-de
+    echo "Hello world" | keras-tf translate --model en-de
+
+--model is a directory holding config.json (model_type "marian"),
+model.safetensors, source.spm, target.spm, vocab.json and
+tokenizer_config.json, or hf://ORG/NAME (needs huggingface_hub). --out is a
+preset directory, as `keras-tf train --out` writes: translate, evaluate,
+export, score and attention read it. docs/pretrained.md explains the
+conversion and what was checked against Hugging Face's outputs.
+"""
+
+
+def add_arguments(parser):
+    parser.add_argument(
+        "--model", required=True, metavar="DIR",
+        help="a Hugging Face Marian directory, or hf://ORG/NAME",
+    )
+    parser.add_argument("--out", required=True, metavar="DIR", help="the preset directory to write")
+
+
+def run(args):
+    from keras_tf.models.marian import load_marian
+
+    translator = load_marian(args.model)
+    translator.save_to_preset(args.out)
+    c = translator.config
+    print(
+        f"Wrote {args.out}: {c.num_encoder_layers}+{c.num_decoder_layers} layers, "
+        f"d_model {c.d_model}, {c.target_vocabulary_size} ids, "
+        f"decoding {translator.decoding.method} (beam size {translator.decoding.beam_size})"
+    )
+    return 0
