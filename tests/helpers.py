@@ -121,3 +121,24 @@ def train_reverse_model():
     )
     model.fit(inputs, labels, batch_size=64, epochs=6, verbose=0)
     return model
+
+
+def shared_reverse_model(tmp_path_factory):
+    """`train_reverse_model()`, trained once per test run and backend.
+
+    The pytest-xdist workers of one run share a base folder: the first to
+    ask trains the model and saves it there, under a lock; the others load it.
+    """
+    import fcntl
+
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent  # the run's folder, above each worker's own
+    path = root / f"reverse_model-{keras.backend.backend()}.keras"
+    with open(root / "reverse_model.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not path.exists():
+            staging = root / f".partial-{os.getpid()}.keras"
+            train_reverse_model().save(staging)
+            os.replace(staging, path)
+    return keras.models.load_model(path)

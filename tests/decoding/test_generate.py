@@ -4,7 +4,7 @@ import pytest
 from keras_tf.decoding import compiled_functions, generate, source_bucket
 from keras_tf.training import make_reverse_task
 from tests.decoding.conftest import random_sources
-from tests.helpers import train_reverse_model
+from tests.helpers import shared_reverse_model
 
 
 def test_source_buckets_are_powers_of_two_within_the_model_range():
@@ -61,8 +61,8 @@ def test_float_ids_are_rejected(post_norm_model):
 
 
 @pytest.fixture(scope="module")
-def reverse_model():
-    return train_reverse_model()
+def reverse_model(tmp_path_factory):
+    return shared_reverse_model(tmp_path_factory)
 
 
 def test_free_running_reverse_task_exact_match(reverse_model):

@@ -13,7 +13,7 @@ from keras_tf.training import (
     MaskedTokenAccuracy,
     make_reverse_task,
 )
-from tests.helpers import to_numpy, train_reverse_model
+from tests.helpers import to_numpy, shared_reverse_model
 
 TINY = get_preset("transformer_tiny")
 
@@ -165,8 +165,8 @@ def test_one_xla_fit_step_and_mixed_bfloat16_logits():
 
 
 @pytest.fixture(scope="module")
-def trained_reverse_model():
-    return train_reverse_model()
+def trained_reverse_model(tmp_path_factory):
+    return shared_reverse_model(tmp_path_factory)
 
 
 def test_learns_to_reverse_held_out_sequences(trained_reverse_model):
