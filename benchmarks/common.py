@@ -93,3 +93,32 @@ def training_flops_per_step(config, batch_size, source_length, target_length):
     output = T * d * vocab
     forward_flops = 2 * (encoder + decoder + output)
     return 3 * forward_flops * batch_size
+
+
+def tf_uncached_greedy(model, batch_size):
+    """The tutorials' uncached greedy loop, the full model in one `tf.function` for any prefix.
+
+    Returns `run(encoder_tokens, max_length) -> int32 numpy [batch, max_length]`:
+    every step runs the model on the whole prefix and appends the argmax
+    (padding and START excluded, as the cached loops do).
+    """
+    import tensorflow as tf
+
+    from keras_tf.decoding.greedy import exclude_unpickable
+    from keras_tf.models import START_ID
+
+    spec = tf.TensorSpec((batch_size, None), tf.int32)
+
+    @tf.function(input_signature=[spec, spec], autograph=False)
+    def next_tokens(encoder_tokens, decoder_tokens):
+        logits = model({"encoder_tokens": encoder_tokens, "decoder_tokens": decoder_tokens})
+        return tf.argmax(exclude_unpickable(logits[:, -1, :]), axis=-1, output_type=tf.int32)
+
+    def run(encoder_tokens, max_length):
+        encoder_tokens = tf.constant(encoder_tokens)
+        prefix = tf.fill((batch_size, 1), START_ID)
+        for _ in range(max_length):
+            prefix = tf.concat([prefix, next_tokens(encoder_tokens, prefix)[:, None]], axis=1)
+        return prefix[:, 1:].numpy()
+
+    return run

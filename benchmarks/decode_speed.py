@@ -81,23 +81,7 @@ def uncached_graph_loop(model):
 
         return run_jax
 
-    import tensorflow as tf
-
-    spec = tf.TensorSpec((BATCH_SIZE, None), tf.int32)
-
-    @tf.function(input_signature=[spec, spec], autograph=False)
-    def next_tokens(encoder_tokens, decoder_tokens):
-        logits = model({"encoder_tokens": encoder_tokens, "decoder_tokens": decoder_tokens})
-        return tf.argmax(exclude_unpickable(logits[:, -1, :]), axis=-1, output_type=tf.int32)
-
-    def run(encoder_tokens, max_length):
-        encoder_tokens = tf.constant(encoder_tokens)
-        prefix = tf.fill((BATCH_SIZE, 1), START_ID)
-        for _ in range(max_length):
-            prefix = tf.concat([prefix, next_tokens(encoder_tokens, prefix)[:, None]], axis=1)
-        return prefix[:, 1:].numpy()
-
-    return run
+    return common.tf_uncached_greedy(model, BATCH_SIZE)
 
 
 def parse_args(argv):

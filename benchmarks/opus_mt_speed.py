@@ -36,8 +36,7 @@ import tensorflow as tf  # noqa: E402
 
 import common  # noqa: E402
 from keras_tf.decoding import generate  # noqa: E402
-from keras_tf.decoding.greedy import exclude_unpickable  # noqa: E402
-from keras_tf.models import START_ID, Seq2SeqTransformer, TransformerConfig  # noqa: E402
+from keras_tf.models import Seq2SeqTransformer, TransformerConfig  # noqa: E402
 
 BATCH_SIZE = 8
 SOURCE_LENGTH = 32
@@ -59,25 +58,6 @@ OPUS_MT = TransformerConfig(
 )
 
 
-def uncached_loop(model):
-    """Greedy decoding with the full model on the whole prefix at every step, in graph mode."""
-    spec = tf.TensorSpec((BATCH_SIZE, None), tf.int32)
-
-    @tf.function(input_signature=[spec, spec], autograph=False)
-    def next_tokens(encoder_tokens, decoder_tokens):
-        logits = model({"encoder_tokens": encoder_tokens, "decoder_tokens": decoder_tokens})
-        return tf.argmax(exclude_unpickable(logits[:, -1, :]), axis=-1, output_type=tf.int32)
-
-    def run(encoder_tokens, max_length):
-        encoder_tokens = tf.constant(encoder_tokens)
-        prefix = tf.fill((BATCH_SIZE, 1), START_ID)
-        for _ in range(max_length):
-            prefix = tf.concat([prefix, next_tokens(encoder_tokens, prefix)[:, None]], axis=1)
-        return prefix[:, 1:].numpy()
-
-    return run
-
-
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--new-tokens", type=int, default=64)
@@ -90,7 +70,7 @@ def main(argv=None):
     sources = np.random.default_rng(0).integers(
         4, OPUS_MT.source_vocabulary_size, size=(BATCH_SIZE, SOURCE_LENGTH)
     ).astype("int32")
-    loop = uncached_loop(model)
+    loop = common.tf_uncached_greedy(model, BATCH_SIZE)
     runs = {
         "uncached": lambda: loop(sources, n),
         "greedy": lambda: generate(model, sources, max_length=n, end_id=None).tokens,

@@ -89,8 +89,8 @@ class Seq2SeqTranslator(keras.Model):
     `from_preset` and write one with `save_to_preset`.
 
     Args:
-        backbone: a `Seq2SeqTransformer`. Its last layer is the tied output
-            projection, so it returns logits over the target vocabulary.
+        backbone: a `Seq2SeqTransformer`: the `Seq2SeqBackbone` with its
+            output layer, so it returns logits over the target vocabulary.
         preprocessor: a `keras_tf.text.Seq2SeqPreprocessor`, or None to work
             on token ids only (as on a backend without TensorFlow).
         decoding: the default `keras_tf.decoding.DecodingConfig` of
