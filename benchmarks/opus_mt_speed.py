@@ -36,26 +36,23 @@ import tensorflow as tf  # noqa: E402
 
 import common  # noqa: E402
 from keras_tf.decoding import generate  # noqa: E402
-from keras_tf.models import Seq2SeqTransformer, TransformerConfig  # noqa: E402
+from keras_tf.models import Seq2SeqTransformer  # noqa: E402
+from keras_tf.models.marian import transformer_config  # noqa: E402
 
 BATCH_SIZE = 8
 SOURCE_LENGTH = 32
-# Helsinki-NLP/opus-mt-en-de as keras_tf.models.marian.transformer_config builds it.
-OPUS_MT = TransformerConfig(
-    source_vocabulary_size=58102,
-    target_vocabulary_size=58102,
-    d_model=512,
-    num_heads=8,
-    d_ff=2048,
-    num_encoder_layers=6,
-    num_decoder_layers=6,
-    dropout=0.1,
-    max_source_length=512,
-    max_target_length=512,
-    activation="silu",
-    positional_layout="concatenated",
-    output_bias=True,
-)
+# Helsinki-NLP/opus-mt-en-de: the fields of its config.json that the converter reads.
+OPUS_MT = transformer_config({
+    "vocab_size": 58101,
+    "d_model": 512,
+    "encoder_attention_heads": 8,
+    "encoder_ffn_dim": 2048,
+    "encoder_layers": 6,
+    "decoder_layers": 6,
+    "max_position_embeddings": 512,
+    "activation_function": "swish",
+    "dropout": 0.1,
+})
 
 
 def main(argv=None):
