@@ -1,8 +1,12 @@
 """keras_tf: the original encoder-decoder Transformer as Keras 3 layers."""
 
-from keras_tf.version import __version__
-from keras_tf import layers
-from keras_tf import models
-from keras_tf import training  # registers the loss and metric for load_model
+from keras_tf.tensorflow_import import import_quietly
+
+import_quietly("keras")  # with TensorFlow's C++ start-up lines kept off stderr
+
+from keras_tf.version import __version__  # noqa: E402
+from keras_tf import layers  # noqa: E402
+from keras_tf import models  # noqa: E402
+from keras_tf import training  # noqa: E402; registers the loss and metric for load_model
 
 __all__ = ["__version__", "layers", "models", "training"]

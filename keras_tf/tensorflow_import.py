@@ -7,6 +7,12 @@ they call `require_tensorflow` so that, without TensorFlow, the error is one
 line that says what needs it.
 """
 
+import importlib
+import os
+import re
+import sys
+import tempfile
+
 INSTALL_HINT = 'pip install "tensorflow>=2.21,<2.22" "tensorflow-text>=2.21,<2.22"'
 
 
@@ -28,3 +34,46 @@ def require_tensorflow(feature):
             name="tensorflow",
         ) from None
     return tensorflow
+
+
+# TensorFlow's start-up log: absl's INFO and WARNING lines ("I0000 00:00:...
+# port.cc:153] oneDNN custom operations are on...", "cudart_stub.cc:31] Could not
+# find cuda drivers..."), the banner absl prints before it is initialised, and
+# the CPU-feature note's second line. TensorFlow writes them from C++ while
+# `import tensorflow` loads its libraries, before TF_CPP_MIN_LOG_LEVEL is read.
+_START_UP_LINE = re.compile(
+    r"^([IW]\d{4} \d\d:\d\d:\d+\.\d+ +\d+ [\w.]+:\d+\] |"
+    r"WARNING: All log messages before absl::InitializeLog\(\) is called are written to STDERR$|"
+    r"To enable the following instructions: )"
+)
+
+
+def import_quietly(name):
+    """Import module `name` with TensorFlow's C++ start-up lines kept off stderr.
+
+    Whatever else the import writes to file descriptor 2 (its errors, Python
+    warnings, absl's ERROR lines) is written back to stderr after it. Set
+    TF_CPP_MIN_LOG_LEVEL=0 to see the start-up lines; otherwise it defaults
+    to 1 (no INFO lines) for the rest of the process.
+
+    Example:
+        >>> import_quietly("keras").__name__
+        'keras'
+    """
+    if name in sys.modules:
+        return sys.modules[name]
+    if os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1") == "0":
+        return importlib.import_module(name)
+    sys.stderr.flush()
+    with tempfile.TemporaryFile() as captured:
+        stderr_fd = os.dup(2)
+        os.dup2(captured.fileno(), 2)
+        try:
+            return importlib.import_module(name)
+        finally:
+            os.dup2(stderr_fd, 2)
+            os.close(stderr_fd)
+            captured.seek(0)
+            lines = captured.read().decode("utf-8", "replace").splitlines(keepends=True)
+            sys.stderr.write("".join(line for line in lines if not _START_UP_LINE.match(line)))
+            sys.stderr.flush()
