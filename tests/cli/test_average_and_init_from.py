@@ -30,6 +30,7 @@ def test_average_then_fine_tune(tmp_path, corpus, capsys):
     for _, path in epoch_checkpoints(os.path.join(run, "backup")):
         model.load_weights(path)
         each.append(model.get_weights())
+    assert not np.array_equal(each[0][0], each[1][0])  # the epochs differ
     mean = [np.mean(pair, axis=0) for pair in zip(*each)]
     averaged_model = keras.models.load_model(os.path.join(averaged, "model.keras"), compile=False)
     for got, want in zip(averaged_model.get_weights(), mean):
