@@ -1,6 +1,8 @@
 """Checks every keras_tf layer must pass, in the spirit of keras-hub's run_layer_test."""
 
+import fcntl
 import os
+import shutil
 import tempfile
 
 import keras
@@ -123,22 +125,35 @@ def train_reverse_model():
     return model
 
 
-def shared_reverse_model(tmp_path_factory):
-    """`train_reverse_model()`, trained once per test run and backend.
+def shared_folder(tmp_path_factory, name):
+    """A folder of this test run that every pytest-xdist worker sees."""
+    base = tmp_path_factory.getbasetemp()
+    return (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / name
 
-    The pytest-xdist workers of one run share a base folder: the first to
-    ask trains the model and saves it there, under a lock; the others load it.
+
+def build_once(folder, build):
+    """Run `build(folder)` in the first process to get here; the others wait and reuse it.
+
+    Under `pytest -n 2` each worker has its own session fixtures; this keeps
+    them from training, exporting and serving everything twice.
     """
-    import fcntl
-
-    root = tmp_path_factory.getbasetemp()
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        root = root.parent  # the run's folder, above each worker's own
-    path = root / f"reverse_model-{keras.backend.backend()}.keras"
-    with open(root / "reverse_model.lock", "w") as lock:
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    with open(f"{folder}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if not path.exists():
-            staging = root / f".partial-{os.getpid()}.keras"
-            train_reverse_model().save(staging)
-            os.replace(staging, path)
-    return keras.models.load_model(path)
+        if not (folder / "done").exists():
+            shutil.rmtree(folder, ignore_errors=True)  # what a failed build left
+            folder.mkdir()
+            build(folder)
+            (folder / "done").touch()
+    return folder
+
+
+def shared_reverse_model(tmp_path_factory):
+    """`train_reverse_model()`, trained once per test run and backend, shared by the workers."""
+
+    def build(folder):
+        train_reverse_model().save(folder / "model.keras")
+
+    name = f"reverse_model-{keras.backend.backend()}"
+    folder = build_once(shared_folder(tmp_path_factory, name), build)
+    return keras.models.load_model(folder / "model.keras")

@@ -21,6 +21,7 @@ import tensorflow as tf
 
 from keras_tf.cli.main import main
 from tests.cli.conftest import TRAIN_OPTIONS, keras_tf_command
+from tests.helpers import build_once, shared_folder
 
 EPOCHS, STEPS = 2, 60
 TIMEOUT_S = 300
@@ -65,9 +66,12 @@ def _curves(out):
 
 @pytest.fixture(scope="module")
 def uninterrupted(tmp_path_factory, corpus):
-    out = tmp_path_factory.mktemp("uninterrupted") / "run"
-    assert main(_argv(corpus, out)) == 0
-    return out
+    """The run never killed, trained once per test run (the xdist workers share it). Read only."""
+
+    def build(folder):
+        assert main(_argv(corpus, folder / "run")) == 0
+
+    return build_once(shared_folder(tmp_path_factory, "cli_uninterrupted"), build) / "run"
 
 
 def _kill_when(argv, log_path, ready, delay_s=0.0):

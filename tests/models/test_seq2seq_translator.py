@@ -2,6 +2,7 @@
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import warnings
@@ -15,6 +16,7 @@ from keras_tf.models import Seq2SeqTransformer, Seq2SeqTranslator, get_preset
 from keras_tf.models.config import END_ID, PAD_ID
 from keras_tf.text import Seq2SeqTokenizers
 from tests.cli.conftest import generated_pairs, keras_tf_command  # word-by-word English -> French
+from tests.helpers import build_once, shared_folder
 MAX_LENGTH = 16
 BEAM = DecodingConfig(method="beam", beam_size=4)
 TEXTS = ["red cat", "open the file", "two small dogs", "", "save"]
@@ -28,31 +30,43 @@ def make_pairs(count, seed):
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
-    """A transformer_tiny translator fitted on strings, with no warning raised."""
-    keras.utils.set_random_seed(7)
-    sources, targets = make_pairs(256, seed=0)
-    tokenizers = Seq2SeqTokenizers.train(sources, targets, vocabulary_size=48)
-    translator = Seq2SeqTranslator.from_preset(
-        "transformer_tiny", tokenizers=tokenizers, decoding=BEAM,
-        max_source_length=MAX_LENGTH, max_target_length=MAX_LENGTH,
-    )
-    # The default Adam(5e-4) suits transformer_small and up; this 32-wide
-    # model learns faster at a higher rate.
-    translator.compile(optimizer=keras.optimizers.Adam(3e-3, beta_2=0.98, epsilon=1e-9))
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        history = translator.fit(sources, targets, batch_size=32, epochs=24, seed=0, verbose=0)
-        held_out = make_pairs(40, seed=1)
-        hypotheses = translator.generate(held_out[0])
-    directory = str(tmp_path_factory.mktemp("preset") / "translator")
-    translator.save_to_preset(directory)
-    return {
-        "translator": translator,
-        "history": history.history,
-        "held_out": held_out,
-        "hypotheses": hypotheses,
-        "directory": directory,
-    }
+    """A transformer_tiny translator fitted on strings, with no warning raised.
+
+    Fitted once per test run: the first pytest-xdist worker to get here fits
+    and saves it as a preset; each worker's tests use the reloaded preset.
+    """
+
+    def fit(folder):
+        keras.utils.set_random_seed(7)
+        sources, targets = make_pairs(256, seed=0)
+        tokenizers = Seq2SeqTokenizers.train(sources, targets, vocabulary_size=48)
+        translator = Seq2SeqTranslator.from_preset(
+            "transformer_tiny", tokenizers=tokenizers, decoding=BEAM,
+            max_source_length=MAX_LENGTH, max_target_length=MAX_LENGTH,
+        )
+        # The default Adam(5e-4) suits transformer_small and up; this 32-wide
+        # model learns faster at a higher rate.
+        translator.compile(optimizer=keras.optimizers.Adam(3e-3, beta_2=0.98, epsilon=1e-9))
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            history = translator.fit(sources, targets, batch_size=32, epochs=24, seed=0,
+                                     verbose=0)
+            held_out = make_pairs(40, seed=1)
+            hypotheses = translator.generate(held_out[0])
+        translator.save_to_preset(str(folder / "translator"))
+        # The preset the tests share translates as the fitted translator did.
+        reloaded = Seq2SeqTranslator.from_preset(str(folder / "translator"))
+        assert reloaded.generate(held_out[0]) == hypotheses
+        with open(folder / "fit.json", "w") as file:
+            json.dump({"history": history.history, "held_out": held_out,
+                       "hypotheses": hypotheses}, file)
+
+    folder = build_once(shared_folder(tmp_path_factory, "fitted_translator"), fit)
+    with open(folder / "fit.json") as file:
+        fitted = json.load(file)
+    directory = str(folder / "translator")
+    return {"translator": Seq2SeqTranslator.from_preset(directory), "directory": directory,
+            **fitted}
 
 
 def test_fit_on_strings_learns_the_lexicon(trained):
@@ -159,15 +173,17 @@ def test_from_preset_name_builds_the_untrained_architecture():
 
 def test_save_to_preset_round_trip_gives_equal_outputs(trained, tmp_path):
     translator = trained["translator"]
-    reloaded = Seq2SeqTranslator.from_preset(trained["directory"])
+    directory = str(tmp_path / "preset")  # a copy: the workers share trained["directory"]
+    shutil.copytree(trained["directory"], directory)
+    reloaded = Seq2SeqTranslator.from_preset(directory)
     assert reloaded.config == translator.config
     assert reloaded.decoding == translator.decoding
     sources, targets = make_pairs(8, seed=5)
     np.testing.assert_array_equal(reloaded.score(sources, targets), translator.score(sources, targets))
     assert reloaded.generate(sources) == translator.generate(sources)
     # Saving again over a preset replaces it whole.
-    reloaded.save_to_preset(trained["directory"])
-    assert sorted(os.listdir(trained["directory"])) == [
+    reloaded.save_to_preset(directory)
+    assert sorted(os.listdir(directory)) == [
         "config.json", "decoding.json", "metadata.json", "model.keras", "tokenizers"
     ]
 

@@ -6,10 +6,8 @@ that the export gives exactly the in-process strings, not good ones.
 """
 
 import base64
-import fcntl
 import json
 import os
-import shutil
 import subprocess
 import sys
 
@@ -22,6 +20,7 @@ from tensorflow_serving.apis import predict_pb2
 from keras_tf.models import Seq2SeqTransformer, get_preset
 from keras_tf.serving import Translator, export
 from keras_tf.text import Seq2SeqTokenizers
+from tests.helpers import build_once, shared_folder
 
 MAX_LENGTH = 12
 MAX_SOURCE_LENGTH = 32
@@ -57,29 +56,6 @@ def random_model(tokenizers, seed):
         tie_embeddings=False,
     )
     return Seq2SeqTransformer(config)
-
-
-def shared_folder(tmp_path_factory, name):
-    """A folder of this test run that every pytest-xdist worker sees."""
-    base = tmp_path_factory.getbasetemp()
-    return (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / name
-
-
-def build_once(folder, build):
-    """Run `build(folder)` in the first process to get here; the others wait and reuse it.
-
-    Under `pytest -n 2` each worker has its own session fixtures; this keeps
-    them from training, exporting and serving everything twice.
-    """
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    with open(f"{folder}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not (folder / "done").exists():
-            shutil.rmtree(folder, ignore_errors=True)  # what a failed build left
-            folder.mkdir()
-            build(folder)
-            (folder / "done").touch()
-    return folder
 
 
 class Exported:

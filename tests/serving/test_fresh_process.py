@@ -10,13 +10,12 @@ import json
 import numpy as np
 import pytest
 
+from tests.helpers import build_once, shared_folder
 from tests.serving.conftest import (
     Answers,
-    build_once,
     output,
     sentences,
     serving_process,
-    shared_folder,
     strings,
     text_request,
     tokens_request,
