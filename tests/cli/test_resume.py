@@ -1,5 +1,8 @@
 """`keras-tf train` killed with SIGKILL inside epoch 2, then run again: the uninterrupted run, bit for bit.
 
+The kill lands after a mid-epoch backup (`--backup-every`); a resume from an
+epoch-end backup is `tests/training/test_trainer.py`'s rerun test.
+
 The killed command runs under `sh`, which reports its exit status: 137
 (128 + SIGKILL). The rerun, the same command, runs in process. Both are
 compared with an uninterrupted run of the same command: the final backup's
@@ -115,23 +118,6 @@ def _assert_same_run(out, uninterrupted):
     assert [step for run, tag, step, _ in curves if (run, tag) == ("train", "epoch_loss")] == [0, 1]
 
 
-def test_killed_inside_epoch_2_resumes_from_the_epoch_backup(tmp_path, corpus, capsys, uninterrupted):
-    out = tmp_path / "run"
-    argv = _argv(corpus, out)  # backups at epoch ends only (the default waits 5 minutes)
-    delay = random.uniform(0.0, 0.5)  # a random step of epoch 2
-    status = _kill_when(argv, tmp_path / "killed.log", lambda: _state(out) == (1, 0), delay)
-    assert status == 137  # 128 + SIGKILL, as sh reports it
-    assert _state(out) == (1, 0), f"the kill {delay:.2f} s into epoch 2 landed after its end"
-
-    assert main(argv) == 0
-    rerun = capsys.readouterr()
-    assert "Reusing sentencepiece tokenizers" in rerun.err
-    backup = os.path.join(out, "backup")
-    assert f"Resuming from {backup} after epoch 1: continuing at step 1/{STEPS} of epoch 2/2" in rerun.err
-    assert "Epoch 1/" not in rerun.out and f"{STEPS}/{STEPS} - " in rerun.out
-    _assert_same_run(out, uninterrupted)
-
-
 def test_killed_after_a_mid_epoch_backup_trains_exactly_the_remaining_batches(
     tmp_path, corpus, capsys, uninterrupted
 ):
@@ -148,6 +134,7 @@ def test_killed_after_a_mid_epoch_backup_trains_exactly_the_remaining_batches(
 
     assert main(argv) == 0
     rerun = capsys.readouterr()
+    assert "Reusing sentencepiece tokenizers" in rerun.err
     backup = os.path.join(out, "backup")
     assert (
         f"Resuming from {backup} after epoch 1 and {step} steps of epoch 2: "
