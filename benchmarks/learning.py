@@ -17,8 +17,11 @@ each, and the BLEU difference. The full run (29,867 training pairs,
 3 epochs) takes hours on 2 CPU cores; `--max-pairs` trains on an evenly
 spaced subset and `--test-pairs` scores fewer verses.
 
+It also draws OUT/learning.png: the validation BLEU and chrF of our runs
+by epoch, their test scores and the peer's.
+
 Usage: python benchmarks/learning.py [--epochs 3] [--max-pairs N] [--test-pairs N] [--valid-pairs N]
-           [--ours "--preset transformer_base"] [--out DIR] [--skip-peer]
+           [--ours "--preset transformer_base"] [--out DIR] [--skip-peer] [--replot]
 """
 
 import argparse
@@ -165,6 +168,47 @@ def run_peer(train, test, epochs):
     return hypotheses, seconds
 
 
+def plot(out, path):
+    """Validation BLEU and chrF per epoch of our runs, with each run's test scores and the peer's.
+
+    Reads OUT/results.json and OUT/<run>/history.csv, as `main` writes them;
+    writes the PNG `path`.
+    """
+    from matplotlib.figure import Figure
+
+    from keras_tf.plots import read_history
+
+    with open(os.path.join(out, "results.json")) as file:
+        results = json.load(file)
+    figure = Figure(figsize=(10, 4), dpi=100, layout="constrained")
+    panels = figure.subplots(1, 2)
+    epochs = results["epochs"]
+    for axes, metric, label in zip(panels, ("bleu", "chrf"), ("BLEU", "chrF")):
+        for run, row in results["results"].items():
+            if run == "keras-hub peer":
+                axes.axhline(row[metric], color="black", linestyle="--", linewidth=1,
+                             label=f"keras-hub peer, test after {epochs} epochs")
+                continue
+            folder = row.get("folder")
+            history = read_history(os.path.join(out, folder, "history.csv")) if folder else {}
+            line = None
+            if f"val_{metric}" in history:
+                x = np.arange(1, len(history[f"val_{metric}"]) + 1)
+                (line,) = axes.plot(x, history[f"val_{metric}"], marker="o", markersize=3,
+                                    label=f"{run}: validation")
+            axes.plot([epochs], [row[metric]], marker="*", markersize=12, linestyle="none",
+                      color=line.get_color() if line else None, label=f"{run}: test")
+        axes.set_xlabel("epoch")
+        axes.set_ylabel(f"{label} (sacreBLEU, greedy)")
+        axes.set_xticks(range(1, epochs + 1))
+        axes.grid(alpha=0.3)
+        axes.legend(fontsize=8)
+    figure.suptitle(f"Bible en->fr: {results['pairs']:,} training pairs, "
+                    f"{results['test']} test verses")
+    figure.savefig(path)
+    return path
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--epochs", type=int, default=3)
@@ -175,7 +219,12 @@ def main():
                         help="another variant of ours: extra `keras-tf train` options")
     parser.add_argument("--skip-peer", action="store_true")
     parser.add_argument("--out", default="learning-benchmark")
+    parser.add_argument("--replot", action="store_true",
+                        help="only draw OUT/learning.png from an earlier run's results")
     args = parser.parse_args()
+    if args.replot:
+        print(plot(args.out, os.path.join(args.out, "learning.png")))
+        return 0
 
     bible = load_bible("fr")
     train, valid, test = (subset(bible.train, args.max_pairs), subset(bible.valid, args.valid_pairs),
@@ -188,12 +237,13 @@ def main():
     print(f"Bible en->fr: train {len(train)}, valid {len(valid)}, test {len(test)} pairs; "
           f"{args.epochs} epochs; {os.cpu_count()} CPUs", flush=True)
 
-    results = {}
+    results, folders = {}, {}
     variants = [("defaults", [])] + [(f"ours-{i + 1}", shlex.split(extra))
                                      for i, extra in enumerate(args.ours)]
     for name, extra in variants:
         hypotheses, seconds = run_ours(name, extra, paths, args.epochs, args.out)
-        results[f"{name} {' '.join(extra)}".strip()] = (hypotheses, seconds)
+        label = f"{name} {' '.join(extra)}".strip()
+        results[label], folders[label] = (hypotheses, seconds), name
     if not args.skip_peer:
         results["keras-hub peer"] = run_peer(train, test, args.epochs)
 
@@ -205,6 +255,8 @@ def main():
         bleu, chrf = corpus_scores(hypotheses, test.targets)
         summary[name] = {"bleu": round(bleu.score, 2), "chrf": round(chrf.score, 2),
                          "train_seconds": round(seconds)}
+        if name in folders:
+            summary[name]["folder"] = folders[name]
         print(f"{name:<48} {bleu.score:6.2f} {chrf.score:6.2f} {seconds:8.0f}")
     if "keras-hub peer" in summary:
         peer = summary["keras-hub peer"]["bleu"]
@@ -215,6 +267,7 @@ def main():
     with open(os.path.join(args.out, "results.json"), "w") as file:
         json.dump({"pairs": len(train), "epochs": args.epochs, "test": len(test),
                    "results": summary}, file, indent=2)
+    print(plot(args.out, os.path.join(args.out, "learning.png")))
     return 0
 
 
