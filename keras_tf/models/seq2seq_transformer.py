@@ -122,6 +122,22 @@ class Seq2SeqTransformer(Seq2SeqBackbone):
         # Decoders compiled before read the float32 variables, now gone.
         forget_compiled_functions(self)
 
+    def save(self, filepath, *args, **kwargs):
+        """`keras.Model.save`, refused after `quantize`: the file would not load back.
+
+        The blocks build their Dense and Embedding layers from the model's
+        float dtype policy, so int8 variables have nowhere to go on loading.
+        Save the float32 model and quantize after loading, or export the
+        quantized one (`keras_tf.serving.export`).
+        """
+        if self.weight_quantization is not None:
+            raise ValueError(
+                f"A model quantized to {self.weight_quantization} cannot be saved as .keras "
+                "(it would not load back); save the float32 model and call "
+                "quantize() after loading it"
+            )
+        return super().save(filepath, *args, **kwargs)
+
     # --- decoding sub-models, built from the same layers ---
 
     def _cache_inputs(self, name):

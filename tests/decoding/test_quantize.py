@@ -55,7 +55,7 @@ def test_the_tied_projection_divides_by_the_int8_row_scales(reverse_models):
     np.testing.assert_allclose(got, expected, atol=0.02 * np.abs(expected).max())
 
 
-def test_quantize_after_generate_recompiles_with_int8_weights():
+def test_quantize_after_generate_recompiles_with_int8_weights(tmp_path):
     # Untied: the output projection is a Dense, quantized too.
     model = random_model(norm_first=False, seed=3)
     sources = random_sources(4, 9, seed=3)
@@ -71,6 +71,8 @@ def test_quantize_after_generate_recompiles_with_int8_weights():
     assert np.abs(got.scores - float32.scores).max() > 1e-4
     with pytest.raises(ValueError, match="already quantized: weight_quantization='int8'"):
         model.quantize("int8")
+    with pytest.raises(ValueError, match="quantized to int8 cannot be saved as .keras"):
+        model.save(tmp_path / "model.keras")
 
 
 @pytest.mark.parametrize(
