@@ -69,7 +69,7 @@ class Seq2SeqTransformer(Seq2SeqBackbone):
 
     @property
     def weight_quantization(self):
-        """`"int8"` after `quantize("int8")` (or when loaded so), else None."""
+        """`"int8"` after `quantize("int8")`, else None."""
         return self.target_embedding.token_embedding.quantization_mode
 
     def quantize(self, mode=None, config=None, **kwargs):
@@ -90,7 +90,6 @@ class Seq2SeqTransformer(Seq2SeqBackbone):
                 `activation_quantizer=None` for weight-only int8.
 
         Example:
-            >>> import numpy as np
             >>> from keras_tf.models import Seq2SeqTransformer, get_preset
             >>> model = Seq2SeqTransformer(get_preset("transformer_tiny"))
             >>> model.quantize("int8")
