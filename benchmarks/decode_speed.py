@@ -18,6 +18,11 @@ beam search counts the returned tokens, not the 4 hypotheses) and the
 ratios of the issue's targets: cached >= 25x uncached at 64 new tokens,
 time(256) <= 5x time(64), beam 4 <= 4x greedy.
 
+`--quantize int8` also times the same model with int8 weights
+(`Seq2SeqTransformer.quantize`), greedy and beam 4, interleaved with the
+float32 runs, and prints int8 / float32 tokens per second and how many
+sequences decode to the same tokens.
+
 `--backend jax` runs the same on JAX; there `generate` is one `jax.jit`
 program and uncached_graph is the forward pass under `jax.jit`, compiled
 once per prefix length during the warm-up. `benchmarks/backends.py`
@@ -26,7 +31,7 @@ compares the backends in one run.
 Usage:
     python benchmarks/decode_speed.py [--lengths 16 32 64 128 256]
         [--repeats 5] [--uncached-max-length 128] [--uncached-repeats 3]
-        [--backend tensorflow|jax]
+        [--backend tensorflow|jax] [--quantize int8]
 """
 
 import argparse
@@ -50,6 +55,7 @@ from keras_tf.decoding import generate, greedy_search_uncached  # noqa: E402
 from keras_tf.decoding.compile import xla_compile  # noqa: E402
 from keras_tf.decoding.greedy import exclude_unpickable  # noqa: E402
 from keras_tf.models import START_ID, Seq2SeqTransformer  # noqa: E402
+from keras_tf.models.seq2seq_transformer import QUANTIZATION_MODES  # noqa: E402
 
 BATCH_SIZE = 8
 SOURCE_LENGTH = 64
@@ -94,6 +100,10 @@ def parse_args(argv):
         help="time the uncached loops only up to this many new tokens (they grow quadratically)",
     )
     parser.add_argument("--uncached-repeats", type=int, default=3)
+    parser.add_argument(
+        "--quantize", choices=QUANTIZATION_MODES,
+        help="also time the model with these weights, beside float32",
+    )
     add_backend_argument(parser)
     args = parser.parse_args(argv)
     too_long = [n for n in args.lengths if not 1 <= n <= BENCH_SMALL.max_target_length]
@@ -112,6 +122,11 @@ def main(argv=None):
         4, BENCH_SMALL.source_vocabulary_size, size=(BATCH_SIZE, SOURCE_LENGTH)
     ).astype("int32")
     graph_loop = uncached_graph_loop(model)
+    quantized = None
+    if args.quantize:
+        quantized = Seq2SeqTransformer(BENCH_SMALL)
+        quantized.set_weights(model.get_weights())
+        quantized.quantize(args.quantize)
 
     runs = {}  # (name, length) -> callable
     for n in args.lengths:
@@ -119,6 +134,13 @@ def main(argv=None):
         runs["beam4", n] = lambda n=n: generate(
             model, sources, max_length=n, method="beam", beam_size=4, end_id=None
         ).tokens
+        if quantized is not None:
+            runs["greedy_q", n] = lambda n=n: generate(
+                quantized, sources, max_length=n, end_id=None
+            ).tokens
+            runs["beam4_q", n] = lambda n=n: generate(
+                quantized, sources, max_length=n, method="beam", beam_size=4, end_id=None
+            ).tokens
         if n <= args.uncached_max_length:
             runs["uncached_eager", n] = lambda n=n: greedy_search_uncached(
                 model, sources, n, end_id=None
@@ -176,7 +198,23 @@ def main(argv=None):
         print(f"cached greedy vs the tutorials' loop at 64 new tokens: {speedup:.1f}x (target >= 25)")
     worst = max(median["beam4", n] / median["greedy", n] for n in args.lengths)
     print(f"beam 4 / greedy, worst length: {worst:.2f}x (target <= 4)")
+    if quantized is not None:
+        print_quantized(args.quantize, args.lengths, median, outputs)
     return 0
+
+
+def print_quantized(mode, lengths, median, outputs):
+    """float32 against `mode` weights: tokens per second, their ratio, same-token rows."""
+    print()
+    print(f"| new tokens | method | float32 tok/s | {mode} tok/s | {mode} / float32 "
+          "| same tokens |")
+    print("|---" * 6 + "|")
+    for n in lengths:
+        for name in ("greedy", "beam4"):
+            fp32, quantized = BATCH_SIZE * n / median[name, n], BATCH_SIZE * n / median[name + "_q", n]
+            same = (outputs[name, n] == outputs[name + "_q", n]).all(axis=-1).mean()
+            print(f"| {n} | {name} | {fp32:,.0f} | {quantized:,.0f} | {quantized / fp32:.2f}x "
+                  f"| {same:.0%} |")
 
 
 if __name__ == "__main__":

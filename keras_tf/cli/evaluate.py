@@ -10,6 +10,7 @@ prints them (default tokenizer 13a, one reference per sentence).
 import sys
 
 from keras_tf.cli.errors import UserError, int_in_range, writable_file
+from keras_tf.cli.model_dir import add_quantize_argument
 
 
 def add_arguments(parser):
@@ -19,6 +20,7 @@ def add_arguments(parser):
         "--beam-size", metavar="N", type=int_in_range(1), default=4,
         help="1 for greedy decoding; default: 4, the paper's",
     )
+    add_quantize_argument(parser)
     parser.add_argument(
         "--batch-size", metavar="N", type=int_in_range(1), default=32, help="default: 32"
     )
@@ -55,7 +57,7 @@ def run(args):
     if args.output:
         writable_file(args.output, "--output")  # fail now, not after translating
     test = read_tsv_option(args.test, "--test", args.skip_bad_lines)
-    trained = load_model_dir(args.model)
+    trained = load_model_dir(args.model, quantize=args.quantize)
     if args.n_best:
         from keras_tf.serving.batch_translation import format_n_best, n_best_in_batches
 

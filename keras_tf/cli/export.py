@@ -16,6 +16,7 @@ flag); see docs/serving.md.
 import os
 
 from keras_tf.cli.errors import UserError, int_in_range
+from keras_tf.cli.model_dir import add_quantize_argument
 
 
 def add_arguments(parser):
@@ -27,6 +28,7 @@ def add_arguments(parser):
         "--beam-size", metavar="N", type=int_in_range(1), default=4,
         help="1 for greedy decoding; default: 4, the paper's",
     )
+    add_quantize_argument(parser)
     parser.add_argument(
         "--xla", action="store_true",
         help="compile the generation with XLA (needs TF Serving's XLA flag)",
@@ -60,7 +62,7 @@ def run(args):
             f"--out: {args.out} exists, and TF Serving versions are immutable; "
             "pass a new version number"
         )
-    trained = load_model_dir(args.model)
+    trained = load_model_dir(args.model, quantize=args.quantize)
     path = trained.translator.export(
         model_base_path,
         version=version,

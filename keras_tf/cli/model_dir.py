@@ -12,7 +12,14 @@ from keras_tf.cli.errors import UserError
 from keras_tf.json_files import read_json
 from keras_tf.training.preset_dir import HISTORY_FILE, MODEL_FILE, OPTIONS_FILE, TOKENIZERS_DIR
 
-__all__ = ["HISTORY_FILE", "ModelDir", "check_model_dir", "check_preset", "load_model_dir"]
+__all__ = [
+    "HISTORY_FILE",
+    "ModelDir",
+    "add_quantize_argument",
+    "check_model_dir",
+    "check_preset",
+    "load_model_dir",
+]
 
 
 @dataclasses.dataclass
@@ -57,8 +64,25 @@ def check_model_dir(path, option="--model"):
             )
 
 
-def load_model_dir(path):
-    """Read the translator of a model directory (a preset directory) and its options."""
+def add_quantize_argument(parser):
+    """`--quantize int8`, for the commands that decode a model directory."""
+    from keras_tf.models.seq2seq_transformer import QUANTIZATION_MODES
+
+    parser.add_argument(
+        "--quantize", choices=QUANTIZATION_MODES,
+        help="store the Dense kernels and embeddings in int8 before decoding "
+        "(Seq2SeqTransformer.quantize); default: float32 as trained",
+    )
+
+
+def load_model_dir(path, quantize=None):
+    """Read the translator of a model directory (a preset directory) and its options.
+
+    Args:
+        path: the directory.
+        quantize: None, or a mode of `Seq2SeqTransformer.quantize` ("int8")
+            applied to the model once loaded.
+    """
     check_model_dir(path)
     from keras_tf.models import Seq2SeqTranslator
 
@@ -66,6 +90,8 @@ def load_model_dir(path):
         translator = Seq2SeqTranslator.from_preset(path)
     except (OSError, ValueError) as error:
         raise UserError(f"--model: {error}") from None
+    if quantize is not None:
+        translator.quantize(quantize)
     options_path = os.path.join(path, OPTIONS_FILE)
     options = read_json(options_path) if os.path.exists(options_path) else {}
     return ModelDir(

@@ -12,6 +12,7 @@ import itertools
 import sys
 
 from keras_tf.cli.errors import int_in_range
+from keras_tf.cli.model_dir import add_quantize_argument
 
 
 def add_arguments(parser):
@@ -20,6 +21,7 @@ def add_arguments(parser):
         "--beam-size", metavar="N", type=int_in_range(1), default=4,
         help="1 for greedy decoding; default: 4, the paper's",
     )
+    add_quantize_argument(parser)
     parser.add_argument(
         "--batch-size", metavar="N", type=int_in_range(1), default=32, help="default: 32"
     )
@@ -42,7 +44,7 @@ def run(args):
     from keras_tf.cli.model_dir import check_model_dir, load_model_dir
 
     check_model_dir(args.model)
-    trained = load_model_dir(args.model)
+    trained = load_model_dir(args.model, quantize=args.quantize)
     beam_size = max(args.beam_size, args.n_best, 2) if args.n_best else args.beam_size
     translator = make_translator(
         trained.model, trained.tokenizers, beam_size, trained.translator.decoding

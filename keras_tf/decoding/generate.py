@@ -184,6 +184,15 @@ def compiled_functions(model):
     return {key: entry.traces for key, entry in _COMPILED.get(model, {}).items()}
 
 
+def forget_compiled_functions(model):
+    """Drop the compiled decoders of `model`, so the next `generate` traces again.
+
+    Needed when layers swap their variables (`Seq2SeqTransformer.quantize`):
+    a program traced before reads the old ones.
+    """
+    _COMPILED.pop(model, None)
+
+
 def _check_encoder_tokens(model, encoder_tokens):
     c = model.config
     tokens = np.asarray(keras.ops.convert_to_numpy(encoder_tokens))

@@ -116,10 +116,17 @@ class MultiHeadAttention(keras.layers.Layer):
         copies see q, k and v separately); only the call concatenates them.
         """
         dense = (self.query_dense, self.key_dense, self.value_dense)
-        kernel = ops.concatenate([ops.cast(d.kernel, self.compute_dtype) for d in dense], axis=1)
-        qkv = ops.matmul(x, kernel)
-        if self.use_bias:
-            qkv = qkv + ops.concatenate([ops.cast(d.bias, self.compute_dtype) for d in dense])
+        if any(d.quantization_mode is not None for d in dense):
+            # A quantized Dense (`Seq2SeqTransformer.quantize`) holds integer
+            # kernels and scales its own outputs: one call per projection.
+            qkv = ops.concatenate([d(x) for d in dense], axis=-1)
+        else:
+            kernel = ops.concatenate(
+                [ops.cast(d.kernel, self.compute_dtype) for d in dense], axis=1
+            )
+            qkv = ops.matmul(x, kernel)
+            if self.use_bias:
+                qkv = qkv + ops.concatenate([ops.cast(d.bias, self.compute_dtype) for d in dense])
         shape = ops.shape(x)
         # qkv: [batch, length, 3, heads, head_dim]
         qkv = ops.reshape(qkv, (shape[0], shape[1], 3, self.num_heads, self.head_dim))

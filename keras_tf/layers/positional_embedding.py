@@ -132,7 +132,17 @@ class PositionalEmbedding(keras.layers.Layer):
         if reverse:
             # logits: [batch, length, vocabulary_size], computed in float32.
             kernel = ops.cast(self.token_embedding.embeddings, "float32")
-            return ops.matmul(ops.cast(tokens, "float32"), ops.transpose(kernel))
+            logits = ops.matmul(ops.cast(tokens, "float32"), ops.transpose(kernel))
+            if self.token_embedding.quantization_mode == "int8":
+                # After `quantize("int8")` the matrix holds int8 rows, each
+                # stored as round(row * scale): undo the scale per vocabulary id.
+                logits = logits / ops.cast(self.token_embedding.embeddings_scale, "float32")
+            elif self.token_embedding.quantization_mode is not None:
+                raise NotImplementedError(
+                    "the tied output projection reads float or int8 embeddings; received "
+                    f"quantization_mode={self.token_embedding.quantization_mode!r}"
+                )
+            return logits
         check_token_ids(self, tokens, self.max_length, start_index)
         embedded = self.token_embedding(tokens)
         embedded = embedded * ops.cast(math.sqrt(self.d_model), embedded.dtype)

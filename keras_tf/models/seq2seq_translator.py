@@ -124,6 +124,9 @@ class Seq2SeqTranslator(keras.Model):
         self.backbone = backbone
         self.preprocessor = preprocessor
         self.decoding = decoding
+        # No weights of its own, and the backbone (a functional model) is
+        # built: so is the translator, for `quantize` and `summary` before a call.
+        self.built = True
 
     @property
     def config(self):
@@ -390,6 +393,17 @@ class Seq2SeqTranslator(keras.Model):
             decoding=self._decoding(decoding, fields),
             xla=xla,
         )
+
+    def quantize(self, mode=None, config=None, **kwargs):
+        """Store the backbone's weights in int8 for decoding: `Seq2SeqTransformer.quantize`.
+
+        Example:
+            >>> translator = Seq2SeqTranslator.from_preset("transformer_tiny")
+            >>> translator.quantize("int8")
+            >>> translator.backbone.weight_quantization
+            'int8'
+        """
+        self.backbone.quantize(mode, config=config, **kwargs)
 
     # --- presets ---
 

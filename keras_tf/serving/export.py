@@ -222,6 +222,8 @@ def export(
         },
         **translator.get_config(),
         "xla": xla,
+        # "int8" after `Seq2SeqTransformer.quantize("int8")`, else None.
+        "quantization": model.weight_quantization,
         "model": model.config.to_dict(),
         "tokenizers": tokenizers.get_config(),
     }

@@ -61,20 +61,24 @@ def random_model(tokenizers, seed):
 class Exported:
     """A model, its tokenizers, the in-process translator and the export of the same settings."""
 
-    def __init__(self, tmp_path_factory, name, kind, seed, xla=False, **settings):
+    def __init__(self, tmp_path_factory, name, kind, seed, xla=False, quantize=None, **settings):
         settings = dict(max_length=MAX_LENGTH, **settings)
 
         def build(folder):
             tokenizers = train_tokenizers(kind)
             model = random_model(tokenizers, seed)
             tokenizers.save(folder / "tokenizers")
-            model.save_weights(folder / "model.weights.h5")
+            model.save_weights(folder / "model.weights.h5")  # float32, quantized on loading
+            if quantize:
+                model.quantize(quantize)
             export(model, tokenizers, folder / MODEL_NAME, xla=xla, **settings)
 
         folder = build_once(shared_folder(tmp_path_factory, name), build)
         self.tokenizers = Seq2SeqTokenizers.load(folder / "tokenizers")
         self.model = random_model(self.tokenizers, seed)
         self.model.load_weights(folder / "model.weights.h5")
+        if quantize:
+            self.model.quantize(quantize)
         self.translator = Translator(self.model, self.tokenizers, **settings)
         self.model_base_path = str(folder / MODEL_NAME)
         self.export_dir = os.path.join(self.model_base_path, "1")
@@ -96,6 +100,12 @@ def beam_export(tmp_path_factory):
 def xla_export(tmp_path_factory):
     """SentencePiece, greedy, generation compiled with XLA."""
     return Exported(tmp_path_factory, "xla", "sentencepiece", seed=3, xla=True)
+
+
+@pytest.fixture(scope="session")
+def int8_export(tmp_path_factory):
+    """`greedy_export`'s model (same seed and tokenizers) with int8 weights."""
+    return Exported(tmp_path_factory, "int8", "sentencepiece", seed=3, quantize="int8")
 
 
 def text_request(texts, signature_name="serving_default"):

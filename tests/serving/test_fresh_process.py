@@ -10,6 +10,7 @@ import json
 import numpy as np
 import pytest
 
+from keras_tf.serving.export import read_export_config
 from tests.helpers import build_once, shared_folder
 from tests.serving.conftest import (
     Answers,
@@ -60,11 +61,12 @@ def source_ids_batch(tokenizers):
 
 
 @pytest.fixture(scope="module")
-def session(greedy_export, beam_export, xla_export, tmp_path_factory):
+def session(greedy_export, beam_export, xla_export, int8_export, tmp_path_factory):
     exports = {
         "greedy": greedy_export.export_dir,
         "beam": beam_export.export_dir,
         "xla": xla_export.export_dir,
+        "int8": int8_export.export_dir,
     }
     requests = [
         ("single", "greedy", text_request(SINGLE), False),
@@ -75,6 +77,7 @@ def session(greedy_export, beam_export, xla_export, tmp_path_factory):
         ("beam", "beam", text_request(BATCH_64[:16]), False),
         ("xla_disabled", "xla", text_request(BATCH_64[:16]), False),
         ("xla_enabled", "xla", text_request(BATCH_64[:16]), True),
+        ("int8", "int8", text_request(BATCH_64[:16]), False),
     ]
 
     def serve(folder):
@@ -133,7 +136,17 @@ def test_default_exports_run_with_xla_disabled(session):
     assert session.error("batch_64") is None and session.error("beam") is None
 
 
-@pytest.mark.parametrize("key", ["greedy", "beam", "xla"])
+def test_int8_export_same_strings_as_the_int8_translator(session, int8_export, greedy_export):
+    assert read_export_config(int8_export.export_dir)["quantization"] == "int8"
+    assert read_export_config(greedy_export.export_dir)["quantization"] is None
+    response = session.response("int8")
+    assert_same_translations(response, int8_export.translator, BATCH_64[:16])
+    # The float32 model of the same weights scores otherwise: the export holds int8 ones.
+    float32 = greedy_export.translator.translate_with_scores(BATCH_64[:16]).scores
+    assert np.abs(output(response, "score") - float32).max() > 1e-3
+
+
+@pytest.mark.parametrize("key", ["greedy", "beam", "xla", "int8"])
 def test_every_op_is_tensorflow_or_tf_text(session, key):
     ops = session.result["ops"][key]
     assert ops["unregistered"] == []
