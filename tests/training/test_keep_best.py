@@ -1,9 +1,22 @@
-"""`train(keep_best="bleu")` keeps the model of the best val_bleu; `early_stopping` stops."""
+"""`train(keep_best="bleu")` keeps the model of the best val_bleu; `early_stopping` stops.
+
+The same run checks the default schedule: its warm-up follows the planned
+steps, and the rate reaches the logs.
+"""
+
+import csv
+import logging
 
 import keras
 import numpy as np
+import pytest
 
-from keras_tf.training import make_reverse_task, train
+from keras_tf.training import (
+    WarmupInverseSqrtSchedule,
+    make_reverse_task,
+    planned_warmup_steps,
+    train,
+)
 from keras_tf.training.bleu import ValidationBleu, corpus_scores
 
 
@@ -20,14 +33,14 @@ class _ScriptedBleu(ValidationBleu):
         self.weights.append(self.model.get_weights())
 
 
-def test_keep_best_bleu_and_early_stopping(tmp_path):
+def test_keep_best_bleu_early_stopping_and_the_planned_rate(tmp_path, caplog):
     scripted = _ScriptedBleu([5.0, 7.0, 6.0, 6.5, 9.0])
-    model, history = train(
-        "transformer_tiny", make_reverse_task(128), make_reverse_task(32, seed=1),
-        out_dir=str(tmp_path), epochs=5, batch_size=32, learning_rate=1e-3,
-        jit_compile=False, verbose=0,
-        validation_bleu=scripted, keep_best="bleu", early_stopping=2,
-    )
+    with caplog.at_level(logging.WARNING, logger="keras_tf"):
+        model, history = train(
+            "transformer_tiny", make_reverse_task(128), make_reverse_task(32, seed=1),
+            out_dir=str(tmp_path), epochs=5, batch_size=32, jit_compile=False, verbose=0,
+            validation_bleu=scripted, keep_best="bleu", early_stopping=2,
+        )
     # No gain in epochs 3 and 4 (index 2, 3) after the best, epoch 2: stop there.
     assert history.epoch == [0, 1, 2, 3]
     assert history.history["val_bleu"] == [5.0, 7.0, 6.0, 6.5]
@@ -35,6 +48,18 @@ def test_keep_best_bleu_and_early_stopping(tmp_path):
     for saved, kept in zip(best.get_weights(), scripted.weights[1]):
         np.testing.assert_array_equal(saved, kept)
     assert not np.array_equal(model.get_weights()[0], scripted.weights[1][0])
+
+    # No learning rate given: the warm-up is planned on the 5 x 4 steps asked
+    # for, and each epoch row carries the rate of the next step.
+    schedule = model.optimizer._learning_rate
+    assert isinstance(schedule, WarmupInverseSqrtSchedule)
+    assert schedule.warmup_steps == planned_warmup_steps(5 * 128 // 32) == 2
+    expected = [float(schedule(4 * (epoch + 1))) for epoch in range(4)]
+    assert history.history["learning_rate"] == pytest.approx(expected, rel=1e-5)
+    with open(tmp_path / "history.csv") as file:
+        rows = list(csv.DictReader(file))
+    assert [float(row["learning_rate"]) for row in rows] == pytest.approx(expected, rel=1e-5)
+    assert not [r for r in caplog.records if "warm-up" in r.getMessage()]
 
 
 def test_corpus_scores_is_sacrebleu():

@@ -1,6 +1,5 @@
 """The default schedule follows the planned number of steps; the rate reaches the logs."""
 
-import csv
 import logging
 import math
 
@@ -41,23 +40,7 @@ def test_a_long_run_gets_the_papers_schedule():
         WarmupInverseSqrtSchedule(0, 5)
 
 
-def test_train_plans_the_warmup_and_logs_the_rate(tmp_path, caplog):
-    data = make_reverse_task(256, seed=1)
-    with caplog.at_level(logging.WARNING, logger="keras_tf"):
-        model, history = train(
-            "transformer_tiny", data, out_dir=str(tmp_path), epochs=2, batch_size=32,
-            jit_compile=False, verbose=0,
-        )
-    schedule = model.optimizer._learning_rate
-    assert isinstance(schedule, WarmupInverseSqrtSchedule)
-    assert schedule.warmup_steps == planned_warmup_steps(2 * 256 // 32) == 2
-    # The epoch rows carry the rate of the next step (8 steps an epoch).
-    expected = [float(schedule(8 * (epoch + 1))) for epoch in range(2)]
-    assert history.history["learning_rate"] == pytest.approx(expected, rel=1e-5)
-    with open(tmp_path / "history.csv") as file:
-        rows = list(csv.DictReader(file))
-    assert [float(row["learning_rate"]) for row in rows] == pytest.approx(expected, rel=1e-5)
-    assert not [r for r in caplog.records if "warm-up" in r.getMessage()]
+# train() plans the warm-up and logs the rate: tests/training/test_keep_best.py.
 
 
 def test_a_run_that_ends_inside_its_warmup_warns(tmp_path, caplog):
