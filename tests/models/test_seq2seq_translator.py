@@ -15,7 +15,7 @@ from keras_tf.decoding import DecodingConfig
 from keras_tf.models import Seq2SeqTransformer, Seq2SeqTranslator, get_preset
 from keras_tf.models.config import END_ID, PAD_ID
 from keras_tf.text import Seq2SeqTokenizers
-from tests.cli.conftest import generated_pairs, keras_tf_command  # word-by-word English -> French
+from tests.cli.conftest import generated_pairs  # word-by-word English -> French
 from tests.helpers import build_once, shared_folder
 MAX_LENGTH = 16
 BEAM = DecodingConfig(method="beam", beam_size=4)
@@ -231,11 +231,19 @@ def test_bad_presets_get_one_clear_error(trained, tmp_path):
 
 
 _FRESH_PRESET = """
-import json, sys
+import contextlib, io, json, sys
 from keras_tf.models import Seq2SeqTranslator
 translator = Seq2SeqTranslator.from_preset(sys.argv[1])
-print(json.dumps({"texts": translator.generate(json.loads(sys.argv[2])),
-                  "modules": sorted(m for m in sys.modules if m.startswith("keras_tf"))}))
+texts = json.loads(sys.argv[2])
+result = {"texts": translator.generate(texts),
+          "modules": sorted(m for m in sys.modules if m.startswith("keras_tf"))}
+# Then `keras-tf translate` on the same directory, in the same fresh process.
+from keras_tf.cli.main import main
+sys.stdin = io.StringIO("".join(t + "\\n" for t in texts))
+with contextlib.redirect_stdout(io.StringIO()) as printed:
+    assert main(["translate", "--model", sys.argv[1], "--beam-size", "4"]) == 0
+result["cli"] = printed.getvalue().split("\\n")[: len(texts)]
+print(json.dumps(result))
 """
 
 _FRESH_SAVED_MODEL = """
@@ -259,7 +267,7 @@ def _run(command, stdin=None):
 
 
 def test_four_paths_give_the_same_strings(trained, tmp_path):
-    """generate, from_preset in a fresh process, `keras-tf translate`, the SavedModel."""
+    """generate; from_preset, then `keras-tf translate`, in a fresh process; the SavedModel."""
     translator = trained["translator"]
     expected = translator.generate(TEXTS)
     assert expected[3] == ""  # the empty source
@@ -267,11 +275,8 @@ def test_four_paths_give_the_same_strings(trained, tmp_path):
 
     fresh = json.loads(_run([sys.executable, "-c", _FRESH_PRESET, directory, json.dumps(TEXTS)]).stdout)
     assert fresh["texts"] == expected
-    assert "keras_tf.cli" not in fresh["modules"]
-
-    cli = _run(keras_tf_command() + ["translate", "--model", directory, "--beam-size", "4"],
-               stdin="".join(t + "\n" for t in TEXTS))
-    assert cli.stdout.split("\n")[: len(TEXTS)] == expected
+    assert "keras_tf.cli" not in fresh["modules"]  # from_preset needs no command line
+    assert fresh["cli"] == expected  # `keras-tf translate --model DIR`, one line per line
 
     export_dir = translator.export(str(tmp_path / "translator"))
     served = json.loads(
