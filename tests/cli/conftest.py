@@ -1,10 +1,15 @@
 """Shared pieces of the command-line tests: a generated corpus, a model directory, the command."""
 
+import contextlib
+import io
 import os
 import random
 import sys
+import warnings
 
 import pytest
+
+from tests.helpers import build_once, shared_folder
 
 # English -> French word by word: learnable in a few steps by transformer_tiny.
 LEXICON = {
@@ -47,6 +52,38 @@ def corpus(tmp_path_factory):
         write_corpus(tmp_path / f"{split}.tsv", pairs, seed)
         paths[split] = str(tmp_path / f"{split}.tsv")
     return paths
+
+
+# The one `keras-tf train` run the command tests share (see `trained_run`).
+RUN_EPOCHS, RUN_STEPS = 2, 60
+
+
+def run_argv(corpus, out, *extra):
+    """`keras-tf train` argv of the shared run: 2 epochs of 60 steps, --valid, 2 checkpoints kept."""
+    return ["train", "--train", corpus["train"], "--valid", corpus["valid"], "--out", str(out),
+            "--epochs", str(RUN_EPOCHS), "--steps", str(RUN_STEPS), "--keep-checkpoints", "2",
+            *TRAIN_OPTIONS, *extra]
+
+
+@pytest.fixture(scope="module")
+def trained_run(tmp_path_factory, corpus):
+    """`(model directory, what train printed)` of one `keras-tf train` run. Read only.
+
+    Trained once per test run (the pytest-xdist workers share it): the
+    reference of the resume test, the model that `evaluate`, `translate`,
+    `export` and `average` read.
+    """
+    from keras_tf.cli.main import main
+
+    def build(folder):
+        printed = io.StringIO()
+        with contextlib.redirect_stdout(printed), warnings.catch_warnings():
+            warnings.simplefilter("error", UserWarning)
+            assert main(run_argv(corpus, folder / "run")) == 0
+        (folder / "train.out").write_text(printed.getvalue(), encoding="utf-8")
+
+    folder = build_once(shared_folder(tmp_path_factory, "cli_trained_run"), build)
+    return folder / "run", (folder / "train.out").read_text(encoding="utf-8")
 
 
 @pytest.fixture(scope="module")

@@ -10,21 +10,15 @@ from keras_tf.cli.main import main
 from keras_tf.training.averaging import epoch_checkpoints
 from tests.cli.conftest import write_corpus
 
-OPTIONS = ["--preset", "transformer_tiny", "--batch-size", "16", "--vocabulary-size", "48",
-           "--max-length", "16", "--keep-best", "loss"]
 
+def test_average_then_fine_tune(trained_run, tmp_path, corpus, capsys):
+    run = str(trained_run[0])  # 2 epochs, --keep-checkpoints 2
+    assert [e for e, _ in epoch_checkpoints(os.path.join(run, "backup"))] == [1, 2]
 
-def test_average_then_fine_tune(tmp_path, corpus, capsys):
-    run = str(tmp_path / "run")
-    assert main(["train", "--train", corpus["train"], "--out", run, "--epochs", "3",
-                 "--steps", "4", "--keep-checkpoints", "2", *OPTIONS]) == 0
-    capsys.readouterr()
-    assert [e for e, _ in epoch_checkpoints(os.path.join(run, "backup"))] == [2, 3]
-
-    # Averaging: a new model directory whose weights are the mean of epochs 2 and 3.
+    # Averaging: a new model directory whose weights are the mean of epochs 1 and 2.
     averaged = str(tmp_path / "avg")
     assert main(["average", "--model", run, "--last", "2", "--out", averaged]) == 0
-    assert capsys.readouterr().out.strip() == f"Averaged epochs 2, 3 of {run} into {averaged}"
+    assert capsys.readouterr().out.strip() == f"Averaged epochs 1, 2 of {run} into {averaged}"
     model = keras.models.load_model(os.path.join(averaged, "model.keras"), compile=False)
     each = []
     for _, path in epoch_checkpoints(os.path.join(run, "backup")):

@@ -23,16 +23,11 @@ import pytest
 import tensorflow as tf
 
 from keras_tf.cli.main import main
-from tests.cli.conftest import TRAIN_OPTIONS, keras_tf_command
-from tests.helpers import build_once, shared_folder
+from tests.cli.conftest import RUN_EPOCHS as EPOCHS
+from tests.cli.conftest import RUN_STEPS as STEPS
+from tests.cli.conftest import keras_tf_command, run_argv
 
-EPOCHS, STEPS = 2, 60
 TIMEOUT_S = 300
-
-
-def _argv(corpus, out, *extra):
-    return ["train", "--train", corpus["train"], "--valid", corpus["valid"], "--out", str(out),
-            "--epochs", str(EPOCHS), "--steps", str(STEPS), *TRAIN_OPTIONS, *extra]
 
 
 def _state(out):
@@ -68,13 +63,9 @@ def _curves(out):
 
 
 @pytest.fixture(scope="module")
-def uninterrupted(tmp_path_factory, corpus):
-    """The run never killed, trained once per test run (the xdist workers share it). Read only."""
-
-    def build(folder):
-        assert main(_argv(corpus, folder / "run")) == 0
-
-    return build_once(shared_folder(tmp_path_factory, "cli_uninterrupted"), build) / "run"
+def uninterrupted(trained_run):
+    """The shared run, never killed: the same command without --backup-every."""
+    return trained_run[0]
 
 
 def _kill_when(argv, log_path, ready, delay_s=0.0):
@@ -122,7 +113,7 @@ def test_killed_after_a_mid_epoch_backup_trains_exactly_the_remaining_batches(
     tmp_path, corpus, capsys, uninterrupted
 ):
     out = tmp_path / "run"
-    argv = _argv(corpus, out, "--backup-every", "7")
+    argv = run_argv(corpus, out, "--backup-every", "7")
     # Steps 63, 70, ... of the run are steps 3, 10, ..., 59 of epoch 2: wait for a random one.
     wanted = random.choice(range(3, STEPS, 7))
     status = _kill_when(
