@@ -22,6 +22,8 @@ DEMO = [
 JAX = ["jax[cpu]>=0.4.36"]
 # tools/make_marian_fixture.py: Hugging Face's Marian, the reference of the OPUS-MT import.
 MARIAN_REFERENCE = ["torch", "transformers>=5.0", "sentencepiece"]
+# benchmarks/decode_speed.py --ctranslate2: CTranslate2, the decoding peer.
+BENCH = ["ctranslate2>=4.5"]
 
 setup(
     name="keras-tf",
@@ -54,6 +56,7 @@ setup(
         # The JAX backend (docs/backends.md); on a GPU host install jax[cuda12] instead.
         "jax": JAX,
         "marian-reference": MARIAN_REFERENCE,
+        "bench": BENCH,
         "test": DEMO
         + JAX
         + [

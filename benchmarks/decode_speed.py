@@ -23,6 +23,17 @@ time(256) <= 5x time(64), beam 4 <= 4x greedy.
 float32 runs, and prints int8 / float32 tokens per second and how many
 sequences decode to the same tokens.
 
+`--ctranslate2` also times CTranslate2 (`pip install -e ".[bench]"`), the
+same model converted by `ctranslate2_convert.py`, in float32 and with int8
+weights (compute_type="int8"; intra_threads = the CPU count, inter_threads
+1), greedy and beam 4 with exactly N new tokens, interleaved with our runs,
+and prints tokens per second and keras_tf / CTranslate2 (float32 against
+float32; with `--quantize int8`, also our int8 against its int8). First it
+checks the conversion: per-token log-probabilities of a random target,
+teacher-forced (CTranslate2's `score_batch` against our log-softmax), must
+agree within LOG_PROB_TOLERANCE, and it prints the largest difference and the
+fraction of sequences whose greedy tokens equal ours.
+
 `--backend jax` runs the same on JAX; there `generate` is one `jax.jit`
 program and uncached_graph is the forward pass under `jax.jit`, compiled
 once per prefix length during the warm-up. `benchmarks/backends.py`
@@ -31,11 +42,13 @@ compares the backends in one run.
 Usage:
     python benchmarks/decode_speed.py [--lengths 16 32 64 128 256]
         [--repeats 5] [--uncached-max-length 128] [--uncached-repeats 3]
-        [--backend tensorflow|jax] [--quantize int8]
+        [--backend tensorflow|jax] [--quantize int8] [--ctranslate2]
 """
 
 import argparse
+import importlib.util
 import os
+import tempfile
 import sys
 import time
 
@@ -54,7 +67,7 @@ import common  # noqa: E402
 from keras_tf.decoding import generate, greedy_search_uncached  # noqa: E402
 from keras_tf.decoding.compile import xla_compile  # noqa: E402
 from keras_tf.decoding.greedy import exclude_unpickable  # noqa: E402
-from keras_tf.models import START_ID, Seq2SeqTransformer  # noqa: E402
+from keras_tf.models import END_ID, START_ID, Seq2SeqTransformer  # noqa: E402
 from keras_tf.models.seq2seq_transformer import QUANTIZATION_MODES  # noqa: E402
 
 BATCH_SIZE = 8
@@ -63,6 +76,8 @@ SOURCE_LENGTH = 64
 BENCH_SMALL = common.BENCH_SMALL.replace(
     max_source_length=SOURCE_LENGTH, max_target_length=320
 )
+# Largest |log-probability difference| accepted between CTranslate2 float32 and ours.
+LOG_PROB_TOLERANCE = 1e-3
 
 
 def uncached_graph_loop(model):
@@ -91,6 +106,59 @@ def uncached_graph_loop(model):
     return common.tf_uncached_greedy(model, BATCH_SIZE)
 
 
+def ctranslate2_translators(model):
+    """CTranslate2 `Translator`s of `model`: {"float32": ..., "int8": ...} (int8 weights).
+
+    The int8 model is converted with quantization="int8" and run with
+    compute_type="int8" (int8 matmuls, the rest in float32).
+    """
+    import ctranslate2
+    from ctranslate2_convert import convert
+
+    translators = {}
+    # The translators hold the weights in memory: the directories can go.
+    with tempfile.TemporaryDirectory() as directory:
+        for compute_type, quantization in (("float32", None), ("int8", "int8")):
+            path = convert(model, os.path.join(directory, compute_type), quantization)
+            translators[compute_type] = ctranslate2.Translator(
+                path, device="cpu", compute_type=compute_type,
+                intra_threads=os.cpu_count(), inter_threads=1,
+            )
+    return translators
+
+
+def check_ctranslate2(model, translator, sources, length=SOURCE_LENGTH):
+    """CTranslate2 float32 against ours: `(max |log-probability difference|, greedy agreement)`.
+
+    The log-probabilities are those of a random target of `length` tokens and
+    the end token, teacher-forced (CTranslate2's `score_batch` against our
+    log-softmax of the logits); the agreement is the fraction of sources
+    whose `length` greedy tokens are the same.
+    """
+    from ctranslate2_convert import token_names, translate
+
+    targets = np.random.default_rng(1).integers(
+        4, BENCH_SMALL.target_vocabulary_size, size=(BATCH_SIZE, length)
+    ).astype("int32")
+    start = np.full((BATCH_SIZE, 1), START_ID, "int32")
+    end = np.full((BATCH_SIZE, 1), END_ID, "int32")
+    logits = model({"encoder_tokens": sources, "decoder_tokens": np.concatenate([start, targets], 1)})
+    # ours: [batch, length + 1], the log-probability of each target token and of the end
+    labels = np.concatenate([targets, end], axis=1)
+    ours = np.take_along_axis(
+        ops.convert_to_numpy(ops.log_softmax(logits, axis=-1)), labels[..., None], axis=-1
+    )[..., 0]
+    scored = translator.score_batch(token_names(sources), token_names(targets))
+    theirs = np.array([result.log_probs for result in scored], dtype="float32")
+    if theirs.shape != ours.shape:
+        raise AssertionError(
+            f"CTranslate2 scored {theirs.shape} tokens; expected {ours.shape} (the targets + end)"
+        )
+    greedy = generate(model, sources, max_length=length, end_id=None).tokens
+    same = (translate(translator, token_names(sources), length) == greedy).all(axis=-1)
+    return float(np.abs(ours - theirs).max()), float(same.mean())
+
+
 def parse_args(argv):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--lengths", type=int, nargs="+", default=[16, 32, 64, 128, 256])
@@ -104,8 +172,14 @@ def parse_args(argv):
         "--quantize", choices=QUANTIZATION_MODES,
         help="also time the model with these weights, beside float32",
     )
+    parser.add_argument(
+        "--ctranslate2", action="store_true",
+        help="also time CTranslate2 (float32 and int8) on the same model",
+    )
     add_backend_argument(parser)
     args = parser.parse_args(argv)
+    if args.ctranslate2 and importlib.util.find_spec("ctranslate2") is None:
+        sys.exit('--ctranslate2 needs CTranslate2: pip install -e ".[bench]"')
     too_long = [n for n in args.lengths if not 1 <= n <= BENCH_SMALL.max_target_length]
     if too_long:
         parser.error(
@@ -127,6 +201,7 @@ def main(argv=None):
         quantized = Seq2SeqTransformer(BENCH_SMALL)
         quantized.set_weights(model.get_weights())
         quantized.quantize(args.quantize)
+    translators = ctranslate2_translators(model) if args.ctranslate2 else {}
 
     runs = {}  # (name, length) -> callable
     for n in args.lengths:
@@ -146,8 +221,28 @@ def main(argv=None):
                 model, sources, n, end_id=None
             ).tokens
             runs["uncached_graph", n] = lambda n=n: graph_loop(sources, n)
+    if translators:
+        from ctranslate2_convert import token_names, translate
+
+        source_names = token_names(sources)
+        for n in args.lengths:
+            for precision, translator in translators.items():
+                suffix = "" if precision == "float32" else "_int8"
+                runs["ct2_greedy" + suffix, n] = lambda n=n, t=translator: translate(
+                    t, source_names, n
+                )
+                runs["ct2_beam4" + suffix, n] = lambda n=n, t=translator: translate(
+                    t, source_names, n, beam_size=4
+                )
 
     print(f"backend {BACKEND}, Keras {keras.__version__}, {os.cpu_count()} CPUs")
+    if translators:
+        difference, agreement = check_ctranslate2(model, translators["float32"], sources)
+        print(f"CTranslate2 float32 against keras_tf: max |log-prob difference| {difference:.2e} "
+              f"(tolerance {LOG_PROB_TOLERANCE:g}), same greedy tokens in {agreement:.0%} "
+              f"of {BATCH_SIZE} sequences of {SOURCE_LENGTH}", flush=True)
+        if not difference < LOG_PROB_TOLERANCE:
+            sys.exit("CTranslate2's log-probabilities differ from ours: the conversion is wrong")
     print("warm-up (XLA compiles each length once) ...", flush=True)
     outputs = {key: run() for key, run in runs.items()}
     for n in args.lengths:
@@ -200,6 +295,8 @@ def main(argv=None):
     print(f"beam 4 / greedy, worst length: {worst:.2f}x (target <= 4)")
     if quantized is not None:
         print_quantized(args.quantize, args.lengths, median, outputs)
+    if translators:
+        print_ctranslate2(args.lengths, median, outputs, args.quantize)
     return 0
 
 
@@ -215,6 +312,30 @@ def print_quantized(mode, lengths, median, outputs):
             same = (outputs[name, n] == outputs[name + "_q", n]).all(axis=-1).mean()
             print(f"| {n} | {name} | {fp32:,.0f} | {quantized:,.0f} | {quantized / fp32:.2f}x "
                   f"| {same:.0%} |")
+
+
+def print_ctranslate2(lengths, median, outputs, mode=None):
+    """keras_tf against CTranslate2: tokens per second and keras_tf / CTranslate2, same precision."""
+    def tok_s(key):
+        return BATCH_SIZE * key[1] / median[key]
+
+    header = ("| new tokens | method | keras_tf float32 tok/s | CT2 float32 tok/s "
+              "| keras_tf / CT2 float32 | CT2 int8 tok/s")
+    if mode is not None:
+        header += f" | keras_tf {mode} tok/s | keras_tf / CT2 {mode}"
+    print()
+    print(header + " | same tokens (float32) |")
+    print("|---" * (header.count("|") + 1) + "|")
+    for n in lengths:
+        for name in ("greedy", "beam4"):
+            ours, theirs = tok_s((name, n)), tok_s(("ct2_" + name, n))
+            theirs_int8 = tok_s(("ct2_" + name + "_int8", n))
+            cells = [f"{ours:,.0f}", f"{theirs:,.0f}", f"{ours / theirs:.2f}x", f"{theirs_int8:,.0f}"]
+            if mode is not None:
+                ours_q = tok_s((name + "_q", n))
+                cells += [f"{ours_q:,.0f}", f"{ours_q / theirs_int8:.2f}x"]
+            same = (outputs[name, n] == outputs["ct2_" + name, n]).all(axis=-1).mean()
+            print(f"| {n} | {name} | " + " | ".join(cells) + f" | {same:.0%} |")
 
 
 if __name__ == "__main__":
