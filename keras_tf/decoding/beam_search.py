@@ -27,13 +27,18 @@ the last step every extension counts as ended, so a hypothesis cut at
 The step function and the cache work on `batch_size * beam_size` rows, the
 beams of one batch entry next to each other (row `b * beam_size + k`); build
 the initial cache and any constants `step_fn` closes over with `tile_beams`.
-Every cache leaf is reordered along its first axis when beams are selected.
+When beams are selected, `reorder_cache(cache, rows)` puts the cache in the
+order of the new hypotheses: by default every leaf is gathered along its
+first axis. `generate` passes one that reorders only a table of ancestor
+rows, through which the attention reads the keys and values, so the cache
+itself is never copied (`MultiHeadAttention.call_with_cache`).
 """
 
 from keras import ops
 from keras import tree
 
 from keras_tf.decoding.greedy import check_max_length, exclude_unpickable
+from keras_tf.decoding.stages import staged_while_loop
 from keras_tf.layers.cache_update import update_at
 from keras_tf.models.config import END_ID, PAD_ID, START_ID
 
@@ -84,6 +89,11 @@ def tile_beams(x, beam_size):
     return tree.map_structure(lambda t: ops.repeat(t, beam_size, axis=0), x)
 
 
+def reorder_every_leaf(cache, rows):
+    """Every leaf of `cache` gathered along its first axis at `rows`."""
+    return tree.map_structure(lambda x: ops.take(x, rows, axis=0), cache)
+
+
 def _gather_beams(x, indices):
     # x: [batch, n, ...]; indices: [batch, m] -> [batch, m, ...]
     indices = ops.reshape(indices, tuple(ops.shape(indices)) + (1,) * (len(x.shape) - 2))
@@ -108,6 +118,8 @@ def beam_search(
     end_id=END_ID,
     pad_id=PAD_ID,
     length_penalty_style="gnmt",
+    grow_cache=None,
+    reorder_cache=None,
 ):
     """Find the beam_size most probable sequences, length-normalised, per batch entry.
 
@@ -124,6 +136,11 @@ def beam_search(
         pad_id: what follows the end token. Defaults to `PAD_ID`.
         length_penalty_style: `"gnmt"` (default), ((5 + length) / 6)^α, or
             `"power"`, length^α.
+        grow_cache: `(cache, length) -> cache`: run in stages over a growing
+            cache (`stages.py`). Defaults to None, one fixed cache.
+        reorder_cache: `(cache, rows) -> cache` where row i of the new order
+            continues the hypothesis of row `rows[i]`, int32 `[batch*beam]`.
+            Defaults to gathering every leaf along its first axis.
 
     Returns:
         `(tokens, scores)`: int32 `[batch, beam, max_length]`, the finished
@@ -142,6 +159,8 @@ def beam_search(
     check_max_length(max_length)
     check_beam_size(beam_size)
     penalty = length_penalty_fn(length_penalty_style)
+    if reorder_cache is None:
+        reorder_cache = reorder_every_leaf
     batch, beam = batch_size, beam_size
 
     # alive_tokens: [batch, beam, max_length]; alive_log_probs: [batch, beam].
@@ -161,12 +180,12 @@ def beam_search(
     done = ops.zeros((batch,), dtype="bool")
     index = ops.convert_to_tensor(0, dtype="int32")
 
-    def cond(index, alive_tokens, alive_log_probs, last, cache,
-             finished_tokens, finished_scores, finished_flags, done):
+    def cond(index, alive_tokens, alive_log_probs, last,
+             finished_tokens, finished_scores, finished_flags, done, cache):
         return ops.logical_not(ops.all(done))
 
-    def body(index, alive_tokens, alive_log_probs, last, cache,
-             finished_tokens, finished_scores, finished_flags, done):
+    def body(index, alive_tokens, alive_log_probs, last,
+             finished_tokens, finished_scores, finished_flags, done, cache):
         logits, cache = step_fn(last, cache, index)
         # log_probs: [batch, beam, V]
         log_probs = ops.log_softmax(ops.cast(logits, "float32"), axis=-1)
@@ -200,7 +219,7 @@ def beam_search(
         # Reorder the cache rows to follow their hypotheses: [batch * beam].
         parents = ops.take_along_axis(top_parents, alive_positions, axis=1)
         rows = ops.reshape(parents + ops.arange(batch, dtype="int32")[:, None] * beam, (-1,))
-        cache = tree.map_structure(lambda x: ops.take(x, rows, axis=0), cache)
+        cache = reorder_cache(cache, rows)
 
         # New finished set: the beam best among the old ones and the
         # extensions that ended within the beam best extensions, unless
@@ -224,14 +243,15 @@ def beam_search(
             done,
             ops.logical_and(ops.all(finished_flags, axis=1), worst_finished >= best_alive),
         )
-        return (index + 1, alive_tokens, alive_log_probs, last, cache,
-                finished_tokens, finished_scores, finished_flags, done)
+        return (index + 1, alive_tokens, alive_log_probs, last,
+                finished_tokens, finished_scores, finished_flags, done, cache)
 
-    outputs = ops.while_loop(
+    outputs = staged_while_loop(
         cond,
         body,
-        (index, alive_tokens, alive_log_probs, last, initial_cache,
-         finished_tokens, finished_scores, finished_flags, done),
-        maximum_iterations=max_length,
+        (index, alive_tokens, alive_log_probs, last,
+         finished_tokens, finished_scores, finished_flags, done, initial_cache),
+        max_length,
+        grow_cache,
     )
-    return outputs[5], outputs[6]
+    return outputs[4], outputs[5]

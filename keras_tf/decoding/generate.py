@@ -26,6 +26,8 @@ from keras_tf.decoding.compile import xla_compile
 from keras_tf.decoding.config import DecodingConfig
 from keras_tf.decoding.greedy import exclude_unpickable, greedy_search
 from keras_tf.decoding.sampling import sample_search
+from keras_tf.decoding.stages import cache_lengths, grow_self_attention_cache
+from keras_tf.layers.cache_update import update_at
 from keras_tf.models.config import END_ID, PAD_ID, START_ID
 
 Generation = collections.namedtuple("Generation", ["tokens", "scores"])
@@ -80,6 +82,51 @@ def make_step_fn(model, encoder_tokens, cross_attention_cache):
     return step_fn
 
 
+def make_beam_step_fn(model, encoder_tokens, cross_attention_cache):
+    """`make_step_fn` for beam search over `(self_attention_cache, cache_rows)`.
+
+    `cache_rows` int32 `[rows, max_length]` says which cache row holds each
+    position of each hypothesis: the step writes its keys and values into
+    its own row, marks position `index` as its own, and reads the earlier
+    positions from its ancestors' rows. `reorder_cache_rows` is the
+    matching `reorder_cache` of `beam_search`: it reorders only that table.
+    """
+
+    def step_fn(tokens, cache, index):
+        self_attention_cache, cache_rows = cache
+        rows = ops.shape(cache_rows)[0]
+        own = ops.arange(rows, dtype="int32")[:, None]
+        cache_rows = update_at(cache_rows, index, own, axis=1)
+        logits, self_attention_cache = model.beam_decoder_step(
+            {
+                "decoder_tokens": tokens,
+                "encoder_tokens": encoder_tokens,
+                "cross_attention_cache": cross_attention_cache,
+                "self_attention_cache": self_attention_cache,
+                "cache_index": index,
+                "cache_rows": cache_rows,
+            }
+        )
+        return logits[:, -1, :], (self_attention_cache, cache_rows)
+
+    return step_fn
+
+
+def reorder_cache_rows(cache, rows):
+    """`beam_search`'s `reorder_cache` for `make_beam_step_fn`: new hypothesis i inherits row rows[i]'s ancestry."""
+    self_attention_cache, cache_rows = cache
+    return self_attention_cache, ops.take(cache_rows, rows, axis=0)
+
+
+def grow_beam_cache(cache, length):
+    """`grow_self_attention_cache` for `(self_attention_cache, cache_rows)`."""
+    self_attention_cache, cache_rows = cache
+    extra = length - cache_rows.shape[1]
+    # Positions not written yet: masked, so any row will do.
+    return (grow_self_attention_cache(self_attention_cache, length),
+            ops.pad(cache_rows, [(0, 0), (0, extra)]))
+
+
 def source_buckets(max_source_length):
     """Every padded source length `generate` and the export use, ascending.
 
@@ -115,24 +162,34 @@ def decode_ids(model, encoder_tokens, decoding, seed_generator=None):
     memory = model.encoder(encoder_tokens)
     # cross: one [batch, 2, S, heads, head_dim] per decoder block
     cross = model.cross_attention_cache(memory)
-    loop_kwargs = dict(start_id=START_ID, end_id=s.end_id, pad_id=PAD_ID)
+    # The self-attention cache starts at the first of `cache_lengths` and
+    # grows between the loop's stages (`stages.py`).
+    loop_kwargs = dict(
+        start_id=START_ID, end_id=s.end_id, pad_id=PAD_ID, grow_cache=grow_self_attention_cache
+    )
+    first_length = cache_lengths(s.max_length)[0]
     if s.method == "beam":
         rows = batch_size * s.beam_size
-        step_fn = make_step_fn(
+        step_fn = make_beam_step_fn(
             model, tile_beams(encoder_tokens, s.beam_size), tile_beams(cross, s.beam_size)
+        )
+        cache = (
+            model.init_self_attention_cache(rows, first_length),
+            ops.zeros((rows, first_length), dtype="int32"),
         )
         return beam_search(
             step_fn,
-            model.init_self_attention_cache(rows, s.max_length),
+            cache,
             batch_size,
             s.max_length,
             beam_size=s.beam_size,
             length_penalty=s.length_penalty,
             length_penalty_style=s.length_penalty_style,
-            **loop_kwargs,
+            reorder_cache=reorder_cache_rows,
+            **dict(loop_kwargs, grow_cache=grow_beam_cache),
         )
     step_fn = make_step_fn(model, encoder_tokens, cross)
-    cache = model.init_self_attention_cache(batch_size, s.max_length)
+    cache = model.init_self_attention_cache(batch_size, first_length)
     if s.method == "greedy":
         return greedy_search(step_fn, cache, batch_size, s.max_length, **loop_kwargs)
     return sample_search(

@@ -11,6 +11,7 @@ Decoding starts with `start_id` at position 0.
 
 from keras import ops
 
+from keras_tf.decoding.stages import staged_while_loop
 from keras_tf.layers.cache_update import update_at
 
 from keras_tf.models.config import END_ID, PAD_ID, START_ID
@@ -51,6 +52,7 @@ def decode_token_by_token(
     start_id=START_ID,
     end_id=END_ID,
     pad_id=PAD_ID,
+    grow_cache=None,
 ):
     """Pick one token per step with `pick_fn` until every sequence has ended.
 
@@ -65,6 +67,8 @@ def decode_token_by_token(
         end_id: the token that ends a sequence; None generates exactly
             `max_length` tokens.
         pad_id: what follows the end token in the output.
+        grow_cache: `(cache, length) -> cache`, to run in stages over a
+            growing cache (`stages.py`); None keeps `initial_cache` as it is.
 
     Returns:
         `(tokens, scores)`: int32 `[batch, max_length]`, the generated tokens
@@ -97,13 +101,15 @@ def decode_token_by_token(
         tokens = update_at(tokens, index, picked[:, None], axis=1)
         if end_id is not None:
             finished = ops.logical_or(finished, ops.equal(picked, end_id))
+        else:
+            # Never true (ids are >= 0), but computed in the loop: TensorFlow's
+            # XLA bridge fails on a third stage that passes a constant through
+            # unchanged (stages.py).
+            finished = ops.logical_or(finished, ops.less(picked, 0))
         return index + 1, tokens, picked[:, None], finished, scores, cache
 
-    _, tokens, _, _, scores, _ = ops.while_loop(
-        cond,
-        body,
-        (index, tokens, last, finished, scores, initial_cache),
-        maximum_iterations=max_length,
+    _, tokens, _, _, scores, _ = staged_while_loop(
+        cond, body, (index, tokens, last, finished, scores, initial_cache), max_length, grow_cache
     )
     return tokens, scores
 
@@ -116,6 +122,7 @@ def greedy_search(
     start_id=START_ID,
     end_id=END_ID,
     pad_id=PAD_ID,
+    grow_cache=None,
 ):
     """Greedy decoding: the most probable token (other than padding and start) at every step.
 
@@ -128,6 +135,8 @@ def greedy_search(
         end_id: the token that ends a sequence; None disables stopping.
             Defaults to `END_ID`.
         pad_id: what follows the end token. Defaults to `PAD_ID`.
+        grow_cache: `(cache, length) -> cache`: run in stages over a growing
+            cache (`stages.py`). Defaults to None, one fixed cache.
 
     Returns:
         `(tokens [batch, max_length] int32, scores [batch] float32)`, the
@@ -147,5 +156,5 @@ def greedy_search(
 
     return decode_token_by_token(
         step_fn, initial_cache, batch_size, max_length, argmax,
-        start_id=start_id, end_id=end_id, pad_id=pad_id,
+        start_id=start_id, end_id=end_id, pad_id=pad_id, grow_cache=grow_cache,
     )

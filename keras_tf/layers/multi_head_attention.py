@@ -164,7 +164,9 @@ class MultiHeadAttention(keras.layers.Layer):
         """`call` that also returns the weights: `(output, [batch, heads, query_length, key_length])`."""
         return self._attention(query, value, attention_mask, key_value, training)
 
-    def call_with_cache(self, query, cache, cache_index, attention_mask=None, training=None):
+    def call_with_cache(
+        self, query, cache, cache_index, attention_mask=None, training=None, cache_rows=None
+    ):
         """Self-attention of new tokens over a key/value cache, for incremental decoding.
 
         Args:
@@ -173,6 +175,10 @@ class MultiHeadAttention(keras.layers.Layer):
             cache_index: int32 scalar, the position of the first new token.
             attention_mask: `[batch, new_length, max_length]`, from
                 `compute_attention_mask(..., causal=True, cache_index=...)`.
+            cache_rows: int32 `[batch, max_length]` or None. Where given,
+                row b reads position t of the cache from row
+                `cache_rows[b, t]`: beam search follows each hypothesis'
+                ancestors through it instead of reordering the cache.
 
         Returns:
             `(output [batch, new_length, d_model], updated cache)`.
@@ -180,7 +186,12 @@ class MultiHeadAttention(keras.layers.Layer):
         query_heads, key_value = self._fused_projection(query)
         # Write this step's keys and values, then attend over the whole cache.
         cache = update_at(cache, cache_index, key_value, axis=2)
-        output, _ = self._attend(query_heads, cache, attention_mask, training)
+        key_heads, value_heads = cache[:, 0], cache[:, 1]
+        if cache_rows is not None:
+            key_heads, value_heads = (
+                read_rows(key_heads, cache_rows), read_rows(value_heads, cache_rows)
+            )
+        output, _ = self._attend(query_heads, key_heads, value_heads, attention_mask, training)
         return output, cache
 
     def _attention(self, query, value, attention_mask, key_value, training):
@@ -194,17 +205,17 @@ class MultiHeadAttention(keras.layers.Layer):
         else:
             query_heads = self._split_heads(self.query_dense(query))
             key_value = self.compute_key_value(value)
-        return self._attend(query_heads, key_value, attention_mask, training)
+        return self._attend(
+            query_heads, key_value[:, 0], key_value[:, 1], attention_mask, training
+        )
 
-    def _attend(self, query_heads, key_value, attention_mask, training):
+    def _attend(self, query_heads, key_heads, value_heads, attention_mask, training):
         """softmax(Q Kᵀ / √d_k + mask) · V, heads concatenated, output projection.
 
         Returns `(output, weights)`.
         """
         # query_heads: [batch, query_length, heads, head_dim]
-        # key_value: [batch, 2, key_length, heads, head_dim]
-        key_heads = key_value[:, 0]
-        value_heads = key_value[:, 1]
+        # key_heads, value_heads: [batch, key_length, heads, head_dim]
 
         # scores: [batch, heads, query_length, key_length]
         query_heads = query_heads * ops.cast(
@@ -254,6 +265,23 @@ class MultiHeadAttention(keras.layers.Layer):
             }
         )
         return config
+
+
+def read_rows(heads, rows):
+    """`heads[rows[b, t], t]` for every b and t: `[batch, length, ...]`, rows `[batch, length]`.
+
+    Example:
+        >>> import numpy as np
+        >>> heads = np.array([[10, 11, 12], [20, 21, 22]])
+        >>> ops.convert_to_numpy(read_rows(heads, np.array([[1, 0, 0], [1, 1, 0]]))).tolist()
+        [[20, 11, 12], [20, 21, 12]]
+    """
+    shape = ops.shape(heads)
+    length = heads.shape[1] or shape[1]
+    # flat position of (rows[b, t], t) in heads viewed as [batch * length, ...]
+    flat = ops.cast(rows, "int32") * length + ops.arange(length, dtype="int32")[None, :]
+    flat_heads = ops.reshape(heads, (-1,) + tuple(heads.shape[2:]))
+    return ops.take(flat_heads, flat, axis=0)
 
 
 def masked_softmax(scores, attention_mask=None):

@@ -115,6 +115,7 @@ class TransformerDecoderBlock(TransformerBlockBase):
         cross_attention_cache,
         memory_padding_mask=None,
         training=None,
+        cache_rows=None,
     ):
         """One incremental decoding step: `(outputs, updated self_attention_cache)`.
 
@@ -124,6 +125,9 @@ class TransformerDecoderBlock(TransformerBlockBase):
             cache_index: int32 scalar, the position of the first new token.
             cross_attention_cache: from `compute_cross_attention_cache(memory)`.
             memory_padding_mask: `[batch, source_length]`, True at real tokens.
+            cache_rows: int32 `[batch, max_length]`, the cache row that each
+                position is read from (beam search), or None for the own row
+                (`MultiHeadAttention.call_with_cache`).
         """
         x, cache, _ = self._forward(
             inputs,
@@ -133,6 +137,7 @@ class TransformerDecoderBlock(TransformerBlockBase):
             cache_index=cache_index,
             cross_attention_cache=cross_attention_cache,
             training=training,
+            cache_rows=cache_rows,
         )
         return x, cache
 
@@ -146,6 +151,7 @@ class TransformerDecoderBlock(TransformerBlockBase):
         cache_index=None,
         cross_attention_cache=None,
         training=None,
+        cache_rows=None,
     ):
         """Returns `(outputs, self_attention_cache or None, cross-attention weights)`."""
         if memory_padding_mask is None and memory is not None:
@@ -185,6 +191,7 @@ class TransformerDecoderBlock(TransformerBlockBase):
                     cache_index,
                     attention_mask=self_attention_mask,
                     training=training,
+                    cache_rows=cache_rows,
                 ),
                 self.self_attention_dropout,
                 self.self_attention_norm,

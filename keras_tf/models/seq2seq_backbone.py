@@ -144,9 +144,12 @@ class Seq2SeqBackbone(keras.Model):
 
     def _decode_with_cache(
         self, decoder_tokens, encoder_tokens, cross_attention_cache, self_attention_cache,
-        cache_index,
+        cache_index, cache_rows=None,
     ):
-        """One decoding step: `(final states, updated self-attention caches)`."""
+        """One decoding step: `(final states, updated self-attention caches)`.
+
+        `cache_rows` (beam search): see `MultiHeadAttention.call_with_cache`.
+        """
         memory_padding_mask = ops.not_equal(encoder_tokens, PAD_ID)
         x = self.target_embedding(decoder_tokens, start_index=cache_index)
         x = self.target_dropout(x)
@@ -155,7 +158,8 @@ class Seq2SeqBackbone(keras.Model):
             self.decoder_blocks, self_attention_cache, cross_attention_cache
         ):
             x, cache = _BlockCall(block, "call_with_cache")(
-                x, cache, cache_index, cross, memory_padding_mask=memory_padding_mask
+                x, cache, cache_index, cross, memory_padding_mask=memory_padding_mask,
+                cache_rows=cache_rows,
             )
             caches.append(cache)
         return self._decoder_output(x), caches

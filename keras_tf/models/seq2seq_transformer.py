@@ -168,7 +168,22 @@ class Seq2SeqTransformer(Seq2SeqBackbone):
         Outputs: logits `[batch, T, vocabulary]` and the updated self-attention
         cache (the same list structure).
         """
-        if "decoder_step" not in self._submodels:
+        return self._decoder_step_model(with_cache_rows=False)
+
+    @property
+    def beam_decoder_step(self):
+        """`decoder_step` with one more input, `cache_rows`: int32 `[batch, max_length]`.
+
+        Row b reads position t of every self-attention cache from row
+        `cache_rows[b, t]`, so beam search follows each hypothesis'
+        ancestors instead of copying the caches into their order at every
+        step (`MultiHeadAttention.call_with_cache`).
+        """
+        return self._decoder_step_model(with_cache_rows=True)
+
+    def _decoder_step_model(self, with_cache_rows):
+        name = "beam_decoder_step" if with_cache_rows else "decoder_step"
+        if name not in self._submodels:
             inputs = {
                 "decoder_tokens": keras.Input((None,), dtype="int32", name="decoder_tokens"),
                 "encoder_tokens": keras.Input((None,), dtype="int32", name="encoder_tokens"),
@@ -176,18 +191,19 @@ class Seq2SeqTransformer(Seq2SeqBackbone):
                 "self_attention_cache": self._cache_inputs("self_attention_cache"),
                 "cache_index": keras.Input(batch_shape=(), dtype="int32", name="cache_index"),
             }
+            if with_cache_rows:
+                inputs["cache_rows"] = keras.Input((None,), dtype="int32", name="cache_rows")
             states, cache = self._decode_with_cache(
                 inputs["decoder_tokens"],
                 inputs["encoder_tokens"],
                 inputs["cross_attention_cache"],
                 inputs["self_attention_cache"],
                 inputs["cache_index"],
+                cache_rows=inputs.get("cache_rows"),
             )
             logits = self._head(states)
-            self._submodels["decoder_step"] = keras.Model(
-                inputs, [logits, cache], name="decoder_step"
-            )
-        return self._submodels["decoder_step"]
+            self._submodels[name] = keras.Model(inputs, [logits, cache], name=name)
+        return self._submodels[name]
 
     @property
     def attention_probe(self):

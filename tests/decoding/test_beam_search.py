@@ -4,7 +4,7 @@ from keras import ops
 
 from keras_tf.decoding import beam_search, generate, gnmt_length_penalty
 from keras_tf.models import END_ID, START_ID
-from tests.decoding.conftest import MAX_LENGTH, cut_after, random_sources
+from tests.decoding.conftest import MAX_LENGTH, random_sources, token_that_ends_some_rows_early
 
 A, B = 4, 5
 # Next-token probabilities given the last token; columns are ids 0..5
@@ -53,10 +53,7 @@ def test_gnmt_length_penalty_values():
 def _end_id_for(model, sources):
     """A token the model's greedy output reaches early in some rows only."""
     tokens = generate(model, sources, max_length=MAX_LENGTH, end_id=None).tokens
-    end_id = int(tokens[2, 4])
-    cut = cut_after(tokens, end_id)
-    assert (cut == 0).any(axis=1).any() and not (cut == 0).any(axis=1).all()
-    return end_id
+    return token_that_ends_some_rows_early(tokens)
 
 
 def test_one_beam_equals_greedy_with_the_length_penalty(post_norm_model):

@@ -3,7 +3,13 @@ import pytest
 from keras import ops
 
 from keras_tf.decoding import generate, greedy_search, greedy_search_uncached
-from tests.decoding.conftest import MAX_LENGTH, cut_after, random_model, random_sources
+from tests.decoding.conftest import (
+    MAX_LENGTH,
+    cut_after,
+    random_model,
+    random_sources,
+    token_that_ends_some_rows_early,
+)
 
 
 def test_greedy_search_follows_a_fixed_chain_and_pads_after_end():
@@ -45,19 +51,6 @@ def test_greedy_search_never_picks_start_and_scores_over_all_logits():
     np.testing.assert_allclose(ops.convert_to_numpy(scores), [2 * log_p], rtol=1e-6)
 
 
-def _token_that_ends_some_rows_early(tokens):
-    """A token of row 2 that, as the end token, cuts some rows short but not all.
-
-    Searched rather than fixed: which tokens a random model emits depends on
-    the backend's random initialisation.
-    """
-    for token in tokens[2]:
-        ended = (cut_after(tokens, int(token)) == 0).any(axis=1)
-        if ended.any() and not ended.all():
-            return int(token)
-    raise AssertionError(f"no token of row 2 ends some rows early but not all: {tokens}")
-
-
 @pytest.mark.parametrize("norm_first", [False, True], ids=["post_norm", "pre_norm"])
 def test_cached_greedy_equals_the_full_model_on_the_prefix(norm_first, request):
     if norm_first:
@@ -75,7 +68,7 @@ def test_cached_greedy_equals_the_full_model_on_the_prefix(norm_first, request):
     np.testing.assert_allclose(got.scores, expected.scores, atol=1e-4)
 
     # A token that some rows produce early now ends them; they are padded.
-    end_id = _token_that_ends_some_rows_early(expected.tokens)
+    end_id = token_that_ends_some_rows_early(expected.tokens)
     cut = cut_after(expected.tokens, end_id)
     expected = greedy_search_uncached(model, sources, MAX_LENGTH, end_id=end_id)
     np.testing.assert_array_equal(expected.tokens, cut)

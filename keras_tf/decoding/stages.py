@@ -1,0 +1,74 @@
+"""Caches sized to the work: the decoding loop runs in stages, and the cache grows between them.
+
+A fixed cache of `max_length` positions makes every step read all of them,
+masked or not, and beam search copy all of them when it reorders its
+hypotheses. So the loops run one `while_loop` per cache length in
+`cache_lengths(max_length)` (16, 32, 64, ... up to `max_length`): steps
+0-15 with a 16-position cache, then the cache is padded to 32 for steps
+16-31, and so on. A request that ends at step 40 never touches more than
+64 positions, whatever `max_length` is. Each stage is one loop of static
+shape, so the compiled program holds one loop body per stage and is traced
+once; the loop's condition (every sequence ended) is checked at the start
+of each stage, so later stages run no step once it holds.
+
+Padding a cache with zeros changes no result: positions at or after the
+current step are masked out of the attention (`compute_attention_mask`).
+"""
+
+from keras import ops
+
+
+def cache_lengths(max_length, minimum=16):
+    """The cache lengths a loop of `max_length` steps grows through: powers of two, then `max_length`.
+
+    Example:
+        >>> cache_lengths(8), cache_lengths(64), cache_lengths(100)
+        ([8], [16, 32, 64], [16, 32, 64, 100])
+    """
+    lengths = []
+    length = minimum
+    while length < max_length:
+        lengths.append(length)
+        length *= 2
+    return lengths + [max_length]
+
+
+def grow_self_attention_cache(cache, length):
+    """Pad each `[batch, 2, L, heads, head_dim]` leaf of `cache` with zeros to `length` positions."""
+
+    def grow(leaf):
+        extra = length - leaf.shape[2]
+        return ops.pad(leaf, [(0, 0), (0, 0), (0, extra), (0, 0), (0, 0)])
+
+    return [grow(leaf) for leaf in cache]
+
+
+def staged_while_loop(cond, body, state, max_length, grow_cache=None):
+    """`ops.while_loop(cond, body, state, maximum_iterations=max_length)`, with a growing cache.
+
+    Args:
+        cond, body: the loop's functions over `state`.
+        state: a tuple whose first item is the step index (0 at the start)
+            and whose last item is the cache.
+        max_length: the number of steps at most.
+        grow_cache: `(cache, length) -> cache` padded to `length` positions,
+            with the initial cache holding `cache_lengths(max_length)[0]`;
+            None runs one loop over a cache that holds `max_length`.
+
+    Returns:
+        The final state.
+    """
+    if grow_cache is None:
+        return ops.while_loop(cond, body, state, maximum_iterations=max_length)
+    start = 0
+    for length in cache_lengths(max_length):
+        if start:
+            state = tuple(state[:-1]) + (grow_cache(state[-1], length),)
+        # The step at index i writes position i: this stage runs steps start .. length - 1.
+        # (TensorFlow's XLA bridge fails from the third loop on if a state
+        # item is a constant that the body passes through unchanged: the
+        # loops must change every item.)
+        state = ops.while_loop(cond, body, state, maximum_iterations=length - start)
+        start = length
+    return state
+

@@ -1,0 +1,89 @@
+"""The loops run in stages over a growing cache: content kept, shapes per stage, no step after the end."""
+
+import keras
+import numpy as np
+from keras import ops
+
+from keras_tf.decoding import beam_search, generate, greedy_search
+from keras_tf.decoding.generate import compiled_functions, make_step_fn
+from keras_tf.decoding.stages import cache_lengths, grow_self_attention_cache
+from keras_tf.layers.cache_update import update_at
+from keras_tf.models import END_ID, Seq2SeqTransformer, get_preset
+from tests.decoding.conftest import random_sources
+
+MAX_LENGTH = 40  # stages of 16, 32 and 40 positions
+VOCABULARY = 4 + MAX_LENGTH + 1
+
+
+def counting_step_fn(seen_lengths, calls=None):
+    """Writes 1 at position `index` of the cache, then predicts token 4 + (sum of the cache).
+
+    The sum is the number of steps so far only if every stage kept what
+    the earlier ones wrote.
+    """
+
+    def step_fn(tokens, cache, index):
+        if calls is not None:
+            calls.append(1)
+        (leaf,) = cache
+        seen_lengths.add(leaf.shape[2])
+        leaf = update_at(leaf, index, ops.ones((leaf.shape[0], 2, 1, 1, 1)), axis=2)
+        count = ops.cast(ops.sum(leaf[:, 0], axis=(1, 2, 3)), "int32")  # [rows]
+        logits = ops.one_hot(4 + count, VOCABULARY) * 10.0
+        return logits, [leaf]
+
+    return step_fn
+
+
+def test_cache_lengths_cover_max_length_in_powers_of_two():
+    for max_length in (1, 15, 16, 17, 64, 100, 256):
+        lengths = cache_lengths(max_length)
+        assert lengths[-1] == max_length and lengths == sorted(set(lengths))
+        assert all(n == 16 * 2**i for i, n in enumerate(lengths[:-1]))
+        assert len(lengths) == 1 or lengths[-2] < max_length <= 2 * lengths[-2]
+
+
+def test_greedy_and_beam_keep_the_cache_across_stages():
+    expected = np.arange(5, 5 + MAX_LENGTH)
+    for search, extra in ((greedy_search, {}), (beam_search, {"beam_size": 3})):
+        seen = set()
+        rows = 2 * extra.get("beam_size", 1)
+        cache = [ops.zeros((rows, 2, cache_lengths(MAX_LENGTH)[0], 1, 1))]
+        tokens, _ = search(counting_step_fn(seen), cache, 2, MAX_LENGTH, end_id=None,
+                           grow_cache=grow_self_attention_cache, **extra)
+        tokens = ops.convert_to_numpy(tokens)
+        best = tokens[:, 0] if tokens.ndim == 3 else tokens
+        np.testing.assert_array_equal(best, np.tile(expected, (2, 1)), err_msg=search.__name__)
+        assert seen == {16, 32, 40}, (search.__name__, seen)
+
+
+def test_no_step_runs_after_every_sequence_ended():
+    calls = []
+    end_at_step_3 = counting_step_fn(set(), calls)
+
+    def step_fn(tokens, cache, index):
+        logits, cache = end_at_step_3(tokens, cache, index)
+        return ops.where(ops.equal(index, 3), ops.one_hot(ops.full((2,), END_ID), VOCABULARY),
+                         logits), cache
+
+    cache = [ops.zeros((2, 2, 16, 1, 1))]
+    tokens, _ = greedy_search(step_fn, cache, 2, MAX_LENGTH, grow_cache=grow_self_attention_cache)
+    np.testing.assert_array_equal(ops.convert_to_numpy(tokens)[0, :5], [5, 6, 7, END_ID, 0])
+    if keras.backend.backend() == "tensorflow":  # eager: one call per step that ran
+        assert len(calls) == 4, len(calls)
+
+
+def test_generate_traces_once_for_all_stages_and_matches_one_fixed_cache():
+    # The staged program against the same loop over one max_length cache.
+    sources = random_sources(3, 10, seed=4)
+    keras.utils.set_random_seed(5)
+    model = Seq2SeqTransformer(get_preset("transformer_tiny", tie_embeddings=False))
+    got = generate(model, sources, max_length=MAX_LENGTH, end_id=None)
+    assert list(compiled_functions(model).values()) == [1]
+    encoder_tokens = ops.convert_to_tensor(np.pad(sources, ((0, 0), (0, 6))))
+    cross = model.cross_attention_cache(model.encoder(encoder_tokens))
+    fixed = greedy_search(make_step_fn(model, encoder_tokens, cross),
+                          model.init_self_attention_cache(3, MAX_LENGTH), 3, MAX_LENGTH,
+                          end_id=None)
+    np.testing.assert_array_equal(got.tokens, ops.convert_to_numpy(fixed[0]))
+    np.testing.assert_allclose(got.scores, ops.convert_to_numpy(fixed[1]), atol=1e-4)
