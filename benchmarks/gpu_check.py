@@ -74,7 +74,7 @@ if ARGS.cpu:
     )
     MODELS = {"bench-small (cpu size)": SMALL,
               "transformer_base (cpu size)": SMALL.replace(d_model=128, d_ff=256)}
-    TRAIN_BATCH, LENGTH, DECODE_BATCHES, NEW_TOKENS, MATMUL_SIZE = 8, 16, (2, 4), 8, 256
+    TRAIN_BATCH, LENGTH, DECODE_BATCHES, NEW_TOKENS, MATMUL_SIZE = 8, 16, (2,), 8, 256
 else:
     MODELS = {"bench-small": common.BENCH_SMALL,
               "transformer_base": get_preset("transformer_base", source_vocabulary_size=32000,

@@ -3,6 +3,7 @@ import os
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
+import keras_tf  # noqa: E402,F401  (first: TensorFlow's C++ start-up lines kept off stderr)
 import keras  # noqa: E402
 import pytest  # noqa: E402
 

@@ -103,7 +103,7 @@ def copy_attention_weights(ours, theirs, d_model, num_heads):
 def train_reverse_model():
     """transformer_tiny trained with model.fit (XLA) on the generated reverse task.
 
-    About 15-20 s on 2 cores; reaches > 99.9 % held-out token accuracy.
+    About 17 s on 2 idle cores; 98.8 % of 256 held-out sequences decode exactly.
     """
     from keras_tf.models import Seq2SeqTransformer, get_preset
     from keras_tf.training import (
@@ -121,7 +121,7 @@ def train_reverse_model():
         metrics=[MaskedTokenAccuracy()],
         jit_compile=True,
     )
-    model.fit(inputs, labels, batch_size=64, epochs=6, verbose=0)
+    model.fit(inputs, labels, batch_size=64, epochs=4, verbose=0)
     return model
 
 

@@ -252,6 +252,6 @@ def test_gpu_check_runs_on_the_cpu_without_tensorflow():
     assert all(float(rate.replace(",", "")) > 0 and float(mfu) > 0 for *_, rate, mfu in training)
     decoding = re.findall(r"^\| (\d+) \| (greedy|beam4) \| [\d,]+ \| [\d,]+ \| [\d.]+x \|$",
                           out, re.MULTILINE)
-    assert decoding == [("2", "greedy"), ("2", "beam4"), ("4", "greedy"), ("4", "beam4")], out
-    assert len(re.findall(r"tokens equal True", out)) == 4, out
+    assert decoding == [("2", "greedy"), ("2", "beam4")], out  # one batch size with --cpu
+    assert len(re.findall(r"tokens equal True", out)) == 2, out
     assert "cached equals uncached: True" in out

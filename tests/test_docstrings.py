@@ -24,6 +24,7 @@ MODULES = [
     "keras_tf.training.callbacks",
     "keras_tf.training.averaging",
     "keras_tf.decoding.compile",
+    "keras_tf.decoding.stages",
     "keras_tf.tensorflow_import",
     "keras_tf.option_error",
 ]

@@ -1,15 +1,19 @@
 """Caches sized to the work: the decoding loop runs in stages, and the cache grows between them.
 
 A fixed cache of `max_length` positions makes every step read all of them,
-masked or not, and beam search copy all of them when it reorders its
-hypotheses. So the loops run one `while_loop` per cache length in
-`cache_lengths(max_length)` (16, 32, 64, ... up to `max_length`): steps
-0-15 with a 16-position cache, then the cache is padded to 32 for steps
-16-31, and so on. A request that ends at step 40 never touches more than
-64 positions, whatever `max_length` is. Each stage is one loop of static
+masked or not. So the loops run one `while_loop` per cache length in
+`cache_lengths(max_length)` (64, 128, 256, ... up to `max_length`): steps
+0-63 with a 64-position cache, then the cache is padded to 128 for steps
+64-127, and so on. A request that ends at step 40 never reads more than 64
+positions, whatever `max_length` is. Each stage is one loop of static
 shape, so the compiled program holds one loop body per stage and is traced
 once; the loop's condition (every sequence ended) is checked at the start
 of each stage, so later stages run no step once it holds.
+
+The first length is `FIRST_CACHE_LENGTH`. Each stage is one more copy of
+the decoder in the XLA program (compile time), and below 64 positions the
+reads saved are small next to the rest of a step; the decoding tests set
+it to 16 so that their short sequences cross stages.
 
 Padding a cache with zeros changes no result: positions at or after the
 current step are masked out of the attention (`compute_attention_mask`).
@@ -18,15 +22,22 @@ current step are masked out of the attention (`compute_attention_mask`).
 from keras import ops
 
 
-def cache_lengths(max_length, minimum=16):
-    """The cache lengths a loop of `max_length` steps grows through: powers of two, then `max_length`.
+FIRST_CACHE_LENGTH = 64
+
+
+def cache_lengths(max_length, first=None):
+    """The cache lengths a loop of `max_length` steps grows through: doublings of `first`, then `max_length`.
+
+    Args:
+        max_length: the number of steps.
+        first: the first length. Defaults to `FIRST_CACHE_LENGTH` (64).
 
     Example:
-        >>> cache_lengths(8), cache_lengths(64), cache_lengths(100)
-        ([8], [16, 32, 64], [16, 32, 64, 100])
+        >>> cache_lengths(8), cache_lengths(256), cache_lengths(100, first=16)
+        ([8], [64, 128, 256], [16, 32, 64, 100])
     """
+    length = first or FIRST_CACHE_LENGTH
     lengths = []
-    length = minimum
     while length < max_length:
         lengths.append(length)
         length *= 2

@@ -11,7 +11,7 @@ from keras_tf.layers.cache_update import update_at
 from keras_tf.models import END_ID, Seq2SeqTransformer, get_preset
 from tests.decoding.conftest import random_sources
 
-MAX_LENGTH = 40  # stages of 16, 32 and 40 positions
+MAX_LENGTH = 40  # stages of 16, 32 and 40 positions (the first set to 16 in conftest.py)
 VOCABULARY = 4 + MAX_LENGTH + 1
 
 
@@ -35,12 +35,13 @@ def counting_step_fn(seen_lengths, calls=None):
     return step_fn
 
 
-def test_cache_lengths_cover_max_length_in_powers_of_two():
-    for max_length in (1, 15, 16, 17, 64, 100, 256):
-        lengths = cache_lengths(max_length)
-        assert lengths[-1] == max_length and lengths == sorted(set(lengths))
-        assert all(n == 16 * 2**i for i, n in enumerate(lengths[:-1]))
-        assert len(lengths) == 1 or lengths[-2] < max_length <= 2 * lengths[-2]
+def test_cache_lengths_double_from_the_first_up_to_max_length():
+    for first in (16, 64):
+        for max_length in (1, 15, 16, 17, 64, 100, 256):
+            lengths = cache_lengths(max_length, first)
+            assert lengths[-1] == max_length and lengths == sorted(set(lengths))
+            assert all(n == first * 2**i for i, n in enumerate(lengths[:-1]))
+            assert len(lengths) == 1 or lengths[-2] < max_length <= 2 * lengths[-2]
 
 
 def test_greedy_and_beam_keep_the_cache_across_stages():
