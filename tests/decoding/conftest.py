@@ -2,19 +2,11 @@ import keras
 import numpy as np
 import pytest
 
-from keras_tf.decoding import stages
 from keras_tf.models import Seq2SeqTransformer, get_preset
 
 # A tiny model whose short sources and targets keep each XLA compile to a
-# few seconds. 20 steps run in two cache stages (16 positions, then 20, with
-# the first stage set to 16 below), so every equality here also covers the
-# growing cache (stages.py).
-MAX_LENGTH = 20
-
-
-@pytest.fixture(autouse=True)
-def _short_first_cache_stage(monkeypatch):
-    monkeypatch.setattr(stages, "FIRST_CACHE_LENGTH", 16)
+# few seconds. (The cache stages are tested in test_stages.py.)
+MAX_LENGTH = 12
 
 
 def random_model(norm_first, seed):

@@ -2,17 +2,24 @@
 
 import keras
 import numpy as np
+import pytest
 from keras import ops
 
-from keras_tf.decoding import beam_search, generate, greedy_search
+from keras_tf.decoding import beam_search, generate, greedy_search, stages, tile_beams
 from keras_tf.decoding.generate import compiled_functions, make_step_fn
 from keras_tf.decoding.stages import cache_lengths, grow_self_attention_cache
 from keras_tf.layers.cache_update import update_at
 from keras_tf.models import END_ID, Seq2SeqTransformer, get_preset
 from tests.decoding.conftest import random_sources
 
-MAX_LENGTH = 40  # stages of 16, 32 and 40 positions (the first set to 16 in conftest.py)
+MAX_LENGTH = 40  # stages of 16, 32 and 40 positions, with the first set to 16 below
 VOCABULARY = 4 + MAX_LENGTH + 1
+
+
+@pytest.fixture(autouse=True)
+def _short_first_cache_stage(monkeypatch):
+    """Stages of 16, 32, ... so that short sequences cross them (64 in use)."""
+    monkeypatch.setattr(stages, "FIRST_CACHE_LENGTH", 16)
 
 
 def counting_step_fn(seen_lengths, calls=None):
@@ -74,17 +81,31 @@ def test_no_step_runs_after_every_sequence_ended():
         assert len(calls) == 4, len(calls)
 
 
-def test_generate_traces_once_for_all_stages_and_matches_one_fixed_cache():
-    # The staged program against the same loop over one max_length cache.
+def test_generate_traces_once_and_equals_one_fixed_cache_reordered_by_gather():
+    """The staged greedy and beam programs against the loops over one 40-position cache.
+
+    The reference beam search gathers every cache leaf into the new order at
+    each step (`reorder_every_leaf`), as before the ancestor table.
+    """
     sources = random_sources(3, 10, seed=4)
     keras.utils.set_random_seed(5)
     model = Seq2SeqTransformer(get_preset("transformer_tiny", tie_embeddings=False))
-    got = generate(model, sources, max_length=MAX_LENGTH, end_id=None)
-    assert list(compiled_functions(model).values()) == [1]
     encoder_tokens = ops.convert_to_tensor(np.pad(sources, ((0, 0), (0, 6))))
     cross = model.cross_attention_cache(model.encoder(encoder_tokens))
+
+    got = generate(model, sources, max_length=MAX_LENGTH, end_id=None)
     fixed = greedy_search(make_step_fn(model, encoder_tokens, cross),
                           model.init_self_attention_cache(3, MAX_LENGTH), 3, MAX_LENGTH,
                           end_id=None)
     np.testing.assert_array_equal(got.tokens, ops.convert_to_numpy(fixed[0]))
     np.testing.assert_allclose(got.scores, ops.convert_to_numpy(fixed[1]), atol=1e-4)
+
+    beam = generate(model, sources, max_length=MAX_LENGTH, method="beam", beam_size=3,
+                    end_id=None, return_all_beams=True)
+    fixed_tokens, fixed_scores = beam_search(
+        make_step_fn(model, tile_beams(encoder_tokens, 3), tile_beams(cross, 3)),
+        model.init_self_attention_cache(9, MAX_LENGTH), 3, MAX_LENGTH, beam_size=3, end_id=None,
+    )
+    np.testing.assert_array_equal(beam.tokens, ops.convert_to_numpy(fixed_tokens))
+    np.testing.assert_allclose(beam.scores, ops.convert_to_numpy(fixed_scores), atol=1e-4)
+    assert sorted(compiled_functions(model).values()) == [1, 1]  # one trace each
