@@ -251,8 +251,9 @@ def plot(out, path):
                     x = np.arange(1, len(per_epoch[metric]) + 1)
                     axes.plot(x, per_epoch[metric], color="black", linestyle="--", marker="o",
                               markersize=3, linewidth=1, label="keras-hub peer: validation")
-                    axes.plot([epochs], [row[metric]], marker="*", markersize=12,
-                              linestyle="none", color="black", label="keras-hub peer: test")
+                    if metric in row:  # absent where the run stopped before the test
+                        axes.plot([epochs], [row[metric]], marker="*", markersize=12,
+                                  linestyle="none", color="black", label="keras-hub peer: test")
                 else:
                     axes.axhline(row[metric], color="black", linestyle="--", linewidth=1,
                                  label=f"keras-hub peer, test after {epochs} epochs")
