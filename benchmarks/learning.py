@@ -1,7 +1,9 @@
 """What the defaults learn: `keras-tf train` with its defaults against the keras-hub peer.
 
 On the verse-aligned Bible, English->French (`keras_tf.datasets.load_bible`),
-in one run and for the same number of epochs:
+or with `--corpus demo` on the demo corpus of JupyterLab UI strings
+(`keras_tf.datasets.load_jupyterlab_fr`), in one run and for the same number
+of epochs:
 
 * ours: `keras-tf train --train ... --valid ... --epochs E --out DIR`, no
   other option (each extra `--ours "ARGS"` adds a variant with those
@@ -17,11 +19,20 @@ each, and the BLEU difference. The full run (29,867 training pairs,
 3 epochs) takes hours on 2 CPU cores; `--max-pairs` trains on an evenly
 spaced subset and `--test-pairs` scores fewer verses.
 
-It also draws OUT/learning.png: the validation BLEU and chrF of our runs
-by epoch, their test scores and the peer's.
+Ours logs validation BLEU and chrF after every epoch (`val_bleu`,
+`val_chrf` in OUT/<run>/history.csv). With `--peer-every-epoch` the peer
+greedy-decodes the validation split after each of its epochs too, scored the
+same way (`keras_tf.training.bleu.corpus_scores`, kept in OUT/results.json),
+and the script prints both per epoch, the epochs at which ours is at least
+the peer in BLEU, and the first epoch at which each reaches `--reach` BLEU.
 
-Usage: python benchmarks/learning.py [--epochs 3] [--max-pairs N] [--test-pairs N] [--valid-pairs N]
-           [--ours "--preset transformer_base"] [--out DIR] [--skip-peer] [--replot]
+It also draws OUT/learning.png: the validation BLEU and chrF of our runs
+by epoch, their test scores and the peer's (its validation curve dashed,
+when measured).
+
+Usage: python benchmarks/learning.py [--corpus bible|demo] [--epochs 3] [--max-pairs N]
+           [--test-pairs N] [--valid-pairs N] [--ours "--preset transformer_base"]
+           [--peer-every-epoch] [--reach 10] [--out DIR] [--skip-peer] [--replot]
 """
 
 import argparse
@@ -44,10 +55,14 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from keras_tf.cli.main import main as keras_tf_main  # noqa: E402
-from keras_tf.datasets import load_bible  # noqa: E402
+from keras_tf.datasets import load_bible, load_jupyterlab_fr  # noqa: E402
 from keras_tf.text import ParallelCorpus  # noqa: E402
 from keras_tf.training.bleu import corpus_scores  # noqa: E402
 
+CORPORA = {
+    "bible": ("Bible en->fr", lambda: load_bible("fr")),
+    "demo": ("JupyterLab UI strings en->fr", load_jupyterlab_fr),
+}
 PEER = dict(vocabulary_size=8000, d_model=256, num_heads=8, d_ff=1024, layers=3,
             dropout=0.1, learning_rate=5e-4, batch_size=64, max_length=64)
 
@@ -111,49 +126,42 @@ def peer_model(source_size, target_size):
     return keras.Model([encoder_tokens, decoder_tokens], logits)
 
 
-def run_peer(train, test, epochs):
-    p = PEER
-    print(f"\n== peer: keras-hub, WordPiece per side, Adam {p['learning_rate']} constant", flush=True)
-    start = time.perf_counter()
-    reserved = ["[PAD]", "[UNK]", "[START]", "[END]"]
+class PeerText:
+    """The peer's WordPiece tokenizers (one per side, fitted on `train`) and its packers."""
 
-    def wordpiece(texts):
-        data = tf.data.Dataset.from_tensor_slices(texts).batch(1000)
-        vocabulary = keras_hub.tokenizers.compute_word_piece_vocabulary(
-            data, p["vocabulary_size"], reserved_tokens=reserved)
-        return keras_hub.tokenizers.WordPieceTokenizer(vocabulary=vocabulary, oov_token="[UNK]")
+    def __init__(self, train):
+        p = PEER
+        reserved = ["[PAD]", "[UNK]", "[START]", "[END]"]
 
-    source_tokenizer, target_tokenizer = wordpiece(train.sources), wordpiece(train.targets)
-    source_packer = keras_hub.layers.StartEndPacker(p["max_length"], pad_value=0)
-    target_packer = keras_hub.layers.StartEndPacker(
-        p["max_length"] + 1, start_value=2, end_value=3, pad_value=0)
+        def wordpiece(texts):
+            data = tf.data.Dataset.from_tensor_slices(texts).batch(1000)
+            vocabulary = keras_hub.tokenizers.compute_word_piece_vocabulary(
+                data, p["vocabulary_size"], reserved_tokens=reserved)
+            return keras_hub.tokenizers.WordPieceTokenizer(vocabulary=vocabulary, oov_token="[UNK]")
 
-    def preprocess(sources, targets):
-        encoder = source_packer(source_tokenizer(sources))
-        target = target_packer(target_tokenizer(targets))
+        self.source_tokenizer = wordpiece(train.sources)
+        self.target_tokenizer = wordpiece(train.targets)
+        self.source_packer = keras_hub.layers.StartEndPacker(p["max_length"], pad_value=0)
+        self.target_packer = keras_hub.layers.StartEndPacker(
+            p["max_length"] + 1, start_value=2, end_value=3, pad_value=0)
+
+    def preprocess(self, sources, targets):
+        encoder = self.source_packer(self.source_tokenizer(sources))
+        target = self.target_packer(self.target_tokenizer(targets))
         return (encoder, target[:, :-1]), target[:, 1:]
 
-    dataset = (tf.data.Dataset.from_tensor_slices((train.sources, train.targets))
-               .shuffle(len(train), seed=0).batch(p["batch_size"]).map(preprocess)
-               .prefetch(tf.data.AUTOTUNE))
-    keras.utils.set_random_seed(0)
-    model = peer_model(source_tokenizer.vocabulary_size(), target_tokenizer.vocabulary_size())
-    model.compile(keras.optimizers.Adam(p["learning_rate"]),
-                  keras.losses.SparseCategoricalCrossentropy(from_logits=True, ignore_class=0),
-                  jit_compile=True)
-    model.fit(dataset, epochs=epochs, verbose=2)
-    seconds = time.perf_counter() - start
 
-    # Greedy decoding, the whole prefix each step (the keras-hub tutorial's loop).
+def peer_translate(model, text, sources):
+    """Greedy decoding, the whole prefix each step (the keras-hub tutorial's loop)."""
+    max_length = PEER["max_length"]
     hypotheses = []
-    for begin in range(0, len(test), 64):
-        sources = tf.constant(test.sources[begin:begin + 64])
-        encoder = source_packer(source_tokenizer(sources))
+    for begin in range(0, len(sources), 64):
+        encoder = text.source_packer(text.source_tokenizer(tf.constant(sources[begin:begin + 64])))
         batch = int(encoder.shape[0])
-        tokens = np.zeros([batch, p["max_length"]], "int32")
+        tokens = np.zeros([batch, max_length], "int32")
         tokens[:, 0] = 2
         done = np.zeros([batch], bool)
-        for index in range(p["max_length"] - 1):
+        for index in range(max_length - 1):
             logits = model.predict_on_batch([encoder, tokens])
             next_ids = logits[:, index].argmax(-1)
             tokens[:, index + 1] = np.where(done, 0, next_ids)
@@ -163,16 +171,68 @@ def run_peer(train, test, epochs):
         for row in tokens[:, 1:]:
             ids = [int(i) for i in row if i not in (0, 2)]
             ids = ids[: ids.index(3)] if 3 in ids else ids
-            text = target_tokenizer.detokenize(tf.constant(ids, "int32")) if ids else ""
-            hypotheses.append(text.numpy().decode() if hasattr(text, "numpy") else str(text))
-    return hypotheses, seconds
+            decoded = text.target_tokenizer.detokenize(tf.constant(ids, "int32")) if ids else ""
+            hypotheses.append(decoded.numpy().decode() if hasattr(decoded, "numpy") else str(decoded))
+    return hypotheses
+
+
+class PeerValidation(keras.callbacks.Callback):
+    """After each epoch, `peer_translate` the validation split; keep sacreBLEU BLEU and chrF.
+
+    Scored as ours is (`corpus_scores`, greedy), into `self.scores`
+    (`{"bleu": [...], "chrf": [...]}`, one value per epoch); the decoding
+    time is kept in `self.seconds`.
+    """
+
+    def __init__(self, text, valid):
+        super().__init__()
+        self.text, self.valid = text, valid
+        self.scores = {"bleu": [], "chrf": []}
+        self.seconds = 0.0
+
+    def on_epoch_end(self, epoch, logs=None):
+        start = time.perf_counter()
+        hypotheses = peer_translate(self.model, self.text, self.valid.sources)
+        bleu, chrf = corpus_scores(hypotheses, self.valid.targets)
+        self.seconds += time.perf_counter() - start
+        self.scores["bleu"].append(round(bleu.score, 2))
+        self.scores["chrf"].append(round(chrf.score, 2))
+        print(f"peer epoch {epoch + 1}: validation BLEU {bleu.score:.2f}, chrF {chrf.score:.2f}",
+              flush=True)
+
+
+def run_peer(train, test, epochs, valid=None):
+    """Train the peer; greedy-decode `test`; with `valid`, score it after every epoch.
+
+    Returns the test hypotheses, the training seconds (validation decoding
+    included) and the `PeerValidation` callback (None without `valid`).
+    """
+    p = PEER
+    print(f"\n== peer: keras-hub, WordPiece per side, Adam {p['learning_rate']} constant", flush=True)
+    start = time.perf_counter()
+    text = PeerText(train)
+    dataset = (tf.data.Dataset.from_tensor_slices((train.sources, train.targets))
+               .shuffle(len(train), seed=0).batch(p["batch_size"]).map(text.preprocess)
+               .prefetch(tf.data.AUTOTUNE))
+    keras.utils.set_random_seed(0)
+    model = peer_model(text.source_tokenizer.vocabulary_size(),
+                       text.target_tokenizer.vocabulary_size())
+    model.compile(keras.optimizers.Adam(p["learning_rate"]),
+                  keras.losses.SparseCategoricalCrossentropy(from_logits=True, ignore_class=0),
+                  jit_compile=True)
+    validation = PeerValidation(text, valid) if valid is not None else None
+    model.fit(dataset, epochs=epochs, verbose=2, callbacks=[validation] if validation else [])
+    seconds = time.perf_counter() - start
+    return peer_translate(model, text, test.sources), seconds, validation
 
 
 def plot(out, path):
     """Validation BLEU and chrF per epoch of our runs, with each run's test scores and the peer's.
 
     Reads OUT/results.json and OUT/<run>/history.csv, as `main` writes them;
-    writes the PNG `path`.
+    writes the PNG `path`. The peer's validation scores per epoch, when
+    measured (`--peer-every-epoch`), are a dashed line; otherwise its test
+    score is a dashed horizontal line.
     """
     from matplotlib.figure import Figure
 
@@ -186,8 +246,17 @@ def plot(out, path):
     for axes, metric, label in zip(panels, ("bleu", "chrf"), ("BLEU", "chrF")):
         for run, row in results["results"].items():
             if run == "keras-hub peer":
-                axes.axhline(row[metric], color="black", linestyle="--", linewidth=1,
-                             label=f"keras-hub peer, test after {epochs} epochs")
+                per_epoch = row.get("valid_per_epoch")
+                if per_epoch:
+                    x = np.arange(1, len(per_epoch[metric]) + 1)
+                    axes.plot(x, per_epoch[metric], color="black", linestyle="--", marker="o",
+                              markersize=3, linewidth=1, label="keras-hub peer: validation")
+                    if metric in row:  # absent where the run stopped before the test
+                        axes.plot([epochs], [row[metric]], marker="*", markersize=12,
+                                  linestyle="none", color="black", label="keras-hub peer: test")
+                else:
+                    axes.axhline(row[metric], color="black", linestyle="--", linewidth=1,
+                                 label=f"keras-hub peer, test after {epochs} epochs")
                 continue
             folder = row.get("folder")
             history = read_history(os.path.join(out, folder, "history.csv")) if folder else {}
@@ -203,21 +272,54 @@ def plot(out, path):
         axes.set_xticks(range(1, epochs + 1))
         axes.grid(alpha=0.3)
         axes.legend(fontsize=8)
-    figure.suptitle(f"Bible en->fr: {results['pairs']:,} training pairs, "
-                    f"{results['test']} test verses")
+    title = CORPORA[results.get("corpus", "bible")][0]
+    unit = "test verses" if results.get("corpus", "bible") == "bible" else "test pairs"
+    figure.suptitle(f"{title}: {results['pairs']:,} training pairs, {results['test']} {unit}")
     figure.savefig(path)
     return path
 
 
+def first_reaching(values, level):
+    """The 1-based epoch at which `values` first reach `level`, or None."""
+    return next((epoch for epoch, value in enumerate(values, 1) if value >= level), None)
+
+
+def per_epoch_table(ours, peer, level):
+    """Print ours' and the peer's validation BLEU and chrF per epoch, and who is ahead.
+
+    `ours` and `peer` are `{"bleu": [...], "chrf": [...]}`, one value per epoch.
+    """
+    epochs = min(len(ours["bleu"]), len(peer["bleu"]))
+    print("\n| epoch | ours val BLEU | peer val BLEU | ours val chrF | peer val chrF |")
+    print("|---|---|---|---|---|")
+    for i in range(epochs):
+        print(f"| {i + 1} | {ours['bleu'][i]:.2f} | {peer['bleu'][i]:.2f} "
+              f"| {ours['chrf'][i]:.2f} | {peer['chrf'][i]:.2f} |")
+    ahead = [i + 1 for i in range(epochs) if ours["bleu"][i] >= peer["bleu"][i]]
+    behind = [i + 1 for i in range(epochs) if ours["bleu"][i] < peer["bleu"][i]]
+    print(f"ours >= peer in validation BLEU at {len(ahead)} of {epochs} epochs"
+          + (f" (behind at epoch {', '.join(map(str, behind))})" if behind else ""))
+    for name, values in (("ours", ours["bleu"]), ("peer", peer["bleu"])):
+        epoch = first_reaching(values[:epochs], level)
+        print(f"{name} first reaches {level:g} validation BLEU at "
+              + (f"epoch {epoch}" if epoch else f"no epoch of {epochs}"))
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--corpus", choices=sorted(CORPORA), default="bible",
+                        help="the Bible (default) or the demo corpus of JupyterLab UI strings")
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--max-pairs", type=int, help="train on this many pairs, evenly spaced")
-    parser.add_argument("--test-pairs", type=int, help="score this many test verses")
-    parser.add_argument("--valid-pairs", type=int, help="validate on this many verses")
+    parser.add_argument("--test-pairs", type=int, help="score this many test pairs")
+    parser.add_argument("--valid-pairs", type=int, help="validate on this many pairs")
     parser.add_argument("--ours", action="append", default=[], metavar="ARGS",
                         help="another variant of ours: extra `keras-tf train` options")
     parser.add_argument("--skip-peer", action="store_true")
+    parser.add_argument("--peer-every-epoch", action="store_true",
+                        help="score the peer on the validation split after each epoch")
+    parser.add_argument("--reach", type=float, default=10.0, metavar="BLEU",
+                        help="report the first epoch at which each reaches this validation BLEU")
     parser.add_argument("--out", default="learning-benchmark")
     parser.add_argument("--replot", action="store_true",
                         help="only draw OUT/learning.png from an earlier run's results")
@@ -226,15 +328,16 @@ def main():
         print(plot(args.out, os.path.join(args.out, "learning.png")))
         return 0
 
-    bible = load_bible("fr")
-    train, valid, test = (subset(bible.train, args.max_pairs), subset(bible.valid, args.valid_pairs),
-                          subset(bible.test, args.test_pairs))
+    title, load = CORPORA[args.corpus]
+    corpus = load()
+    train, valid, test = (subset(corpus.train, args.max_pairs), subset(corpus.valid, args.valid_pairs),
+                          subset(corpus.test, args.test_pairs))
     os.makedirs(args.out, exist_ok=True)
     paths = {}
-    for name, corpus in (("train", train), ("valid", valid), ("test", test)):
+    for name, split in (("train", train), ("valid", valid), ("test", test)):
         paths[name] = os.path.join(args.out, f"{name}.tsv")
-        corpus.write_tsv(paths[name])
-    print(f"Bible en->fr: train {len(train)}, valid {len(valid)}, test {len(test)} pairs; "
+        split.write_tsv(paths[name])
+    print(f"{title}: train {len(train)}, valid {len(valid)}, test {len(test)} pairs; "
           f"{args.epochs} epochs; {os.cpu_count()} CPUs", flush=True)
 
     results, folders = {}, {}
@@ -244,11 +347,14 @@ def main():
         hypotheses, seconds = run_ours(name, extra, paths, args.epochs, args.out)
         label = f"{name} {' '.join(extra)}".strip()
         results[label], folders[label] = (hypotheses, seconds), name
+    peer_validation = None
     if not args.skip_peer:
-        results["keras-hub peer"] = run_peer(train, test, args.epochs)
+        hypotheses, seconds, peer_validation = run_peer(
+            train, test, args.epochs, valid if args.peer_every_epoch else None)
+        results["keras-hub peer"] = (hypotheses, seconds)
 
-    print(f"\nBible en->fr, {len(train)} training pairs, {args.epochs} epochs, "
-          f"{len(test)} test verses, greedy decoding")
+    print(f"\n{title}, {len(train)} training pairs, {args.epochs} epochs, "
+          f"{len(test)} test pairs, greedy decoding")
     print(f"{'run':<48} {'BLEU':>6} {'chrF':>6} {'train s':>8}")
     summary = {}
     for name, (hypotheses, seconds) in results.items():
@@ -258,15 +364,26 @@ def main():
         if name in folders:
             summary[name]["folder"] = folders[name]
         print(f"{name:<48} {bleu.score:6.2f} {chrf.score:6.2f} {seconds:8.0f}")
+    if peer_validation is not None:
+        summary["keras-hub peer"]["valid_per_epoch"] = peer_validation.scores
+        summary["keras-hub peer"]["valid_decoding_seconds"] = round(peer_validation.seconds)
     if "keras-hub peer" in summary:
         peer = summary["keras-hub peer"]["bleu"]
         for name, row in summary.items():
             if name != "keras-hub peer":
                 print(f"{name}: BLEU {row['bleu'] - peer:+.2f} against the peer "
                       f"(ratio {row['bleu'] / peer if peer else float('inf'):.2f})")
+    if peer_validation is not None:
+        from keras_tf.plots import read_history
+
+        history = read_history(os.path.join(args.out, "defaults", "history.csv"))
+        print(f"\nValidation ({len(valid)} pairs, greedy) per epoch, ours with its defaults "
+              "against the keras-hub peer:")
+        per_epoch_table({"bleu": history["val_bleu"], "chrf": history["val_chrf"]},
+                        peer_validation.scores, args.reach)
     with open(os.path.join(args.out, "results.json"), "w") as file:
-        json.dump({"pairs": len(train), "epochs": args.epochs, "test": len(test),
-                   "results": summary}, file, indent=2)
+        json.dump({"corpus": args.corpus, "pairs": len(train), "epochs": args.epochs,
+                   "valid": len(valid), "test": len(test), "results": summary}, file, indent=2)
     print(plot(args.out, os.path.join(args.out, "learning.png")))
     return 0
 
