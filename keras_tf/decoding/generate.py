@@ -164,9 +164,7 @@ def decode_ids(model, encoder_tokens, decoding, seed_generator=None):
     cross = model.cross_attention_cache(memory)
     # The self-attention cache starts at the first of `cache_lengths` and
     # grows between the loop's stages (`stages.py`).
-    loop_kwargs = dict(
-        start_id=START_ID, end_id=s.end_id, pad_id=PAD_ID, grow_cache=grow_self_attention_cache
-    )
+    loop_kwargs = dict(start_id=START_ID, end_id=s.end_id, pad_id=PAD_ID)
     first_length = cache_lengths(s.max_length)[0]
     if s.method == "beam":
         rows = batch_size * s.beam_size
@@ -185,13 +183,15 @@ def decode_ids(model, encoder_tokens, decoding, seed_generator=None):
             beam_size=s.beam_size,
             length_penalty=s.length_penalty,
             length_penalty_style=s.length_penalty_style,
+            grow_cache=grow_beam_cache,
             reorder_cache=reorder_cache_rows,
-            **dict(loop_kwargs, grow_cache=grow_beam_cache),
+            **loop_kwargs,
         )
     step_fn = make_step_fn(model, encoder_tokens, cross)
     cache = model.init_self_attention_cache(batch_size, first_length)
     if s.method == "greedy":
-        return greedy_search(step_fn, cache, batch_size, s.max_length, **loop_kwargs)
+        return greedy_search(step_fn, cache, batch_size, s.max_length,
+                             grow_cache=grow_self_attention_cache, **loop_kwargs)
     return sample_search(
         step_fn,
         cache,
@@ -201,6 +201,7 @@ def decode_ids(model, encoder_tokens, decoding, seed_generator=None):
         top_k=s.top_k if s.method == "top_k" else None,
         top_p=s.top_p if s.method == "top_p" else None,
         temperature=s.temperature,
+        grow_cache=grow_self_attention_cache,
         **loop_kwargs,
     )
 
