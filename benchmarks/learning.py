@@ -1,8 +1,9 @@
 """What the defaults learn: `keras-tf train` with its defaults against the keras-hub peer.
 
 On the verse-aligned Bible, English->French (`keras_tf.datasets.load_bible`),
-or with `--corpus demo` on the demo corpus of JupyterLab UI strings
-(`keras_tf.datasets.load_jupyterlab_fr`), in one run and for the same number
+with `--corpus demo` on the demo corpus of JupyterLab UI strings
+(`keras_tf.datasets.load_jupyterlab_fr`), or with `--corpus reverse` on the
+reverse task written as words (`ReverseCorpus`), in one run and for the same number
 of epochs:
 
 * ours: `keras-tf train --train ... --valid ... --epochs E --out DIR`, no
@@ -30,7 +31,7 @@ It also draws OUT/learning.png: the validation BLEU and chrF of our runs
 by epoch, their test scores and the peer's (its validation curve dashed,
 when measured).
 
-Usage: python benchmarks/learning.py [--corpus bible|demo] [--epochs 3] [--max-pairs N]
+Usage: python benchmarks/learning.py [--corpus bible|demo|reverse] [--epochs 3] [--max-pairs N]
            [--test-pairs N] [--valid-pairs N] [--ours "--preset transformer_base"]
            [--peer-every-epoch] [--reach 10] [--out DIR] [--skip-peer] [--replot]
 """
@@ -59,9 +60,29 @@ from keras_tf.datasets import load_bible, load_jupyterlab_fr  # noqa: E402
 from keras_tf.text import ParallelCorpus  # noqa: E402
 from keras_tf.training.bleu import corpus_scores  # noqa: E402
 
+class ReverseCorpus:
+    """The reverse task as text: the source's words in reverse order.
+
+    `make_reverse_task`'s distribution (4 to 10 words from 60) with words
+    that both tokenizers keep whole (two-letter syllables, no digits), drawn
+    with one seed: 5,000 training, 300 validation and 500 test pairs.
+    """
+
+    WORDS = [c + v for c in "bdfgklmnprstvz" for v in "aeiou"][:60]
+
+    def __init__(self, counts=(5000, 300, 500), seed=0):
+        rng = np.random.default_rng(seed)
+        self.train, self.valid, self.test = (self._pairs(rng, count) for count in counts)
+
+    def _pairs(self, rng, count):
+        sources = [" ".join(rng.choice(self.WORDS, size=rng.integers(4, 11))) for _ in range(count)]
+        return ParallelCorpus(sources, [" ".join(s.split()[::-1]) for s in sources])
+
+
 CORPORA = {
     "bible": ("Bible en->fr", lambda: load_bible("fr")),
     "demo": ("JupyterLab UI strings en->fr", load_jupyterlab_fr),
+    "reverse": ("Reverse the words", ReverseCorpus),
 }
 PEER = dict(vocabulary_size=8000, d_model=256, num_heads=8, d_ff=1024, layers=3,
             dropout=0.1, learning_rate=5e-4, batch_size=64, max_length=64)
@@ -308,7 +329,8 @@ def per_epoch_table(ours, peer, level):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--corpus", choices=sorted(CORPORA), default="bible",
-                        help="the Bible (default) or the demo corpus of JupyterLab UI strings")
+                        help="the Bible (default), the demo corpus of JupyterLab UI strings, "
+                        "or the reverse task as text")
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--max-pairs", type=int, help="train on this many pairs, evenly spaced")
     parser.add_argument("--test-pairs", type=int, help="score this many test pairs")
@@ -355,15 +377,16 @@ def main():
 
     print(f"\n{title}, {len(train)} training pairs, {args.epochs} epochs, "
           f"{len(test)} test pairs, greedy decoding")
-    print(f"{'run':<48} {'BLEU':>6} {'chrF':>6} {'train s':>8}")
+    print(f"{'run':<48} {'BLEU':>6} {'chrF':>6} {'exact %':>8} {'train s':>8}")
     summary = {}
     for name, (hypotheses, seconds) in results.items():
         bleu, chrf = corpus_scores(hypotheses, test.targets)
+        exact = 100 * np.mean([h == t for h, t in zip(hypotheses, test.targets)])
         summary[name] = {"bleu": round(bleu.score, 2), "chrf": round(chrf.score, 2),
-                         "train_seconds": round(seconds)}
+                         "exact_percent": round(exact, 1), "train_seconds": round(seconds)}
         if name in folders:
             summary[name]["folder"] = folders[name]
-        print(f"{name:<48} {bleu.score:6.2f} {chrf.score:6.2f} {seconds:8.0f}")
+        print(f"{name:<48} {bleu.score:6.2f} {chrf.score:6.2f} {exact:8.1f} {seconds:8.0f}")
     if peer_validation is not None:
         summary["keras-hub peer"]["valid_per_epoch"] = peer_validation.scores
         summary["keras-hub peer"]["valid_decoding_seconds"] = round(peer_validation.seconds)

@@ -15,3 +15,24 @@ def _fresh_keras_state():
     keras.utils.set_random_seed(1234)
     yield
     keras.config.set_dtype_policy("float32")
+
+
+# The longest tests, each a minute or so of fresh processes, run first. Under
+# `-n 2 --dist worksteal` a worker starts on the first half of the collection
+# and, once done, steals from the end of the other's; a long test collected
+# late could leave one core idle for its whole length at the end of the run.
+# Whole modules move (their module fixtures stay set up once).
+LONGEST_FIRST = (
+    "tests/test_docs_examples.py",
+    "tests/training/test_distribute.py",
+    "tests/test_backends.py",
+    "tests/cli/test_resume.py",
+)
+
+
+def pytest_collection_modifyitems(items):
+    def rank(item):
+        path = item.nodeid.split("::")[0]
+        return LONGEST_FIRST.index(path) if path in LONGEST_FIRST else len(LONGEST_FIRST)
+
+    items.sort(key=rank)  # stable: the rest keep their order

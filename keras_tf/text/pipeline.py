@@ -38,8 +38,12 @@ logger = logging.getLogger("keras_tf.text")
 OVERLONG_CHOICES = ("truncate", "filter")
 
 # The token budget of a batch when neither a budget nor a batch size is given
-# (keras-tf train): 32 pairs padded to 64 tokens, 128 pairs of 16.
-DEFAULT_BATCH_TOKENS = 2048
+# (keras-tf train): at most 16 pairs padded to 64 tokens, 64 pairs of 16, and
+# less on a small corpus, so that an epoch has at least
+# MIN_BATCHES_PER_EPOCH batches (`fitted_batch_tokens`). Chosen by
+# measurement: docs/benchmarks.md, "How the default batch budget was chosen".
+DEFAULT_BATCH_TOKENS = 1024
+MIN_BATCHES_PER_EPOCH = 200
 
 # Sentences are tokenized this many at a time before the per-pair stages.
 _TOKENIZE_BATCH = 1024
@@ -241,6 +245,48 @@ def _check_overlong(overlong):
         raise ValueError(
             f"overlong must be one of {OVERLONG_CHOICES}; received overlong={overlong!r}"
         )
+
+
+def fitted_batch_tokens(
+    corpus, tokenizers, *, max_length, bucket_boundaries=None,
+    most=DEFAULT_BATCH_TOKENS, batches=MIN_BATCHES_PER_EPOCH,
+):
+    """The token budget `keras-tf train` uses by default: `most`, less on a small corpus.
+
+    The budget is the padded token positions of one epoch (each pair padded
+    to its bucket's bound) over `batches`, so that a small corpus still gets
+    about `batches` updates an epoch, capped at `most` and never below
+    `max_length` (a batch holds at least one pair of the longest length).
+    On 30,000 Bible verses this is `most`; on the 2,442 pairs of the demo
+    corpus, about a quarter of it.
+
+    Example:
+        >>> from keras_tf.text import ParallelCorpus, Seq2SeqTokenizers
+        >>> corpus = ParallelCorpus(["a b c"] * 1000, ["x y"] * 1000)
+        >>> tokenizers = Seq2SeqTokenizers.train(corpus.sources, corpus.targets)
+        >>> fitted_batch_tokens(corpus, tokenizers, max_length=16)  # 1,000 pairs of 8 / 200
+        40
+
+    Args:
+        corpus: the training `ParallelCorpus`.
+        tokenizers: its `Seq2SeqTokenizers`.
+        max_length: int, the longest source and target.
+        bucket_boundaries: as for `make_dataset` (default: every 8 tokens).
+        most: int, the cap. Defaults to `DEFAULT_BATCH_TOKENS`.
+        batches: int, the batches an epoch to aim for. Defaults to
+            `MIN_BATCHES_PER_EPOCH`.
+
+    Returns:
+        An int, for `make_dataset(batch_tokens=...)`.
+    """
+    _check_max_length("max_length", max_length)
+    if bucket_boundaries is None:
+        bucket_boundaries = default_bucket_boundaries(max_length)
+    bounds = np.minimum(sorted(set(bucket_boundaries) | {max_length}), max_length)
+    tokenized = _tokenized(corpus, tokenizers, max_length, max_length, list(bounds))
+    _, _, buckets = _pair_lengths(tokenized)
+    padded = int(bounds[np.minimum(buckets, len(bounds) - 1)].sum())
+    return int(max(max_length, min(most, padded // max(1, batches))))
 
 
 def default_bucket_boundaries(max_length):

@@ -166,7 +166,8 @@ def _train_preset_dir(
         batch_size: pairs per batch, instead of `batch_tokens`.
         batch_tokens: the token budget of a batch (see
             `keras_tf.text.make_dataset`). With neither given,
-            `keras_tf.text.pipeline.DEFAULT_BATCH_TOKENS`.
+            `keras_tf.text.fitted_batch_tokens`: 2,048 tokens, or less on a
+            small corpus, for at least 100 batches an epoch.
         epochs: total epochs, counting those of an earlier, killed run.
         steps: batches per epoch; the data repeats as needed. Defaults to
             None: one pass over the training corpus.
@@ -198,7 +199,11 @@ def _train_preset_dir(
     from keras_tf.decoding.generate import source_buckets
     from keras_tf.models import Seq2SeqTranslator, get_preset
     from keras_tf.text import make_dataset, make_dataset_by_epoch
-    from keras_tf.text.pipeline import DEFAULT_BATCH_TOKENS
+    from keras_tf.text.pipeline import (
+        DEFAULT_BATCH_TOKENS,
+        MIN_BATCHES_PER_EPOCH,
+        fitted_batch_tokens,
+    )
     from keras_tf.training.distribute import is_chief, make_strategy
     from keras_tf.training.trainer import train
 
@@ -221,8 +226,6 @@ def _train_preset_dir(
         raise OptionError(
             [("batch_size", batch_size), ("batch_tokens", batch_tokens)], "give one of them"
         )
-    if batch_size is None and batch_tokens is None:
-        batch_tokens = DEFAULT_BATCH_TOKENS
     longest = max_length or max(base.max_source_length, base.max_target_length)
     if batch_tokens is not None and batch_tokens < longest:
         raise OptionError(
@@ -275,6 +278,16 @@ def _train_preset_dir(
         max_source_length=max_length,
         max_target_length=max_length,
     )
+    if batch_size is None and batch_tokens is None:
+        bucket_boundaries = source_buckets(max_length)
+        batch_tokens = fitted_batch_tokens(
+            train_corpus, tokenizers, max_length=max_length, bucket_boundaries=bucket_boundaries
+        )
+        print(
+            f"Batches of at most {batch_tokens} tokens (the default: {DEFAULT_BATCH_TOKENS}, "
+            f"or less for {MIN_BATCHES_PER_EPOCH} batches an epoch; --batch-tokens sets it)",
+            file=sys.stderr,
+        )
     data_options = dict(
         batch_size=batch_size,
         batch_tokens=batch_tokens,

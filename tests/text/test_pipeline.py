@@ -12,6 +12,7 @@ from keras_tf.text import (
     Seq2SeqTokenizers,
     default_bucket_boundaries,
     encode_source,
+    fitted_batch_tokens,
     frame_source,
     frame_target,
     make_dataset,
@@ -328,6 +329,21 @@ def test_token_batches_keep_their_budget_and_every_pair(
             sizes[encoder.shape[1]] = max(sizes[encoder.shape[1]], encoder.shape[0])
         assert budget != 96 or dict(sizes) == {8: 12, 16: 6, 24: 4}
     assert epoch_pairs(dataset) == expected_pairs(corpus, tokenizers)
+
+
+def test_fitted_budget_is_the_epochs_padded_tokens_over_the_batches_asked_for(corpus, tokenizers):
+    def fitted(batches):
+        return fitted_batch_tokens(corpus, tokenizers, max_length=MAX_SOURCE, batches=batches)
+
+    budget = fitted(20)
+    dataset = build(corpus, tokenizers, batch_size=None, batch_tokens=budget,
+                    max_target_length=MAX_SOURCE, pad_to_bucket_boundary=True)
+    batches = as_numpy(dataset)
+    padded = sum(encoder.shape[0] * encoder.shape[1] for encoder, _, _ in batches)
+    assert budget == padded // 20 and MAX_SOURCE < budget < 2048
+    assert len(batches) >= 20  # each bucket's batches round up
+    assert fitted(1) == 2048  # a large corpus for its batches: the cap
+    assert fitted(10**6) == MAX_SOURCE  # never below one pair of the longest length
 
 
 def test_token_budget_is_checked(corpus, tokenizers):
