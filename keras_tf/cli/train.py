@@ -46,7 +46,7 @@ def add_arguments(parser):
     parser.add_argument(
         "--batch-tokens", metavar="N", type=int_in_range(2),
         help="batches of at most N token positions (pairs times the padded length), "
-        "as fairseq and OpenNMT batch; default: 1024, or less on a small corpus, for "
+        "as fairseq and OpenNMT batch; default: 512, or less on a small corpus, for "
         "at least 200 batches an epoch (the budget is printed)",
     )
     parser.add_argument(

@@ -166,7 +166,7 @@ def _train_preset_dir(
         batch_size: pairs per batch, instead of `batch_tokens`.
         batch_tokens: the token budget of a batch (see
             `keras_tf.text.make_dataset`). With neither given,
-            `keras_tf.text.fitted_batch_tokens`: 2,048 tokens, or less on a
+            `keras_tf.text.fitted_batch_tokens`: 512 tokens, or less on a
             small corpus, for at least 100 batches an epoch.
         epochs: total epochs, counting those of an earlier, killed run.
         steps: batches per epoch; the data repeats as needed. Defaults to

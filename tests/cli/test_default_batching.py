@@ -11,7 +11,7 @@ WORDS = ["file", "open", "save", "cell", "run", "kernel", "the", "new", "tab", "
 
 
 def test_train_batches_by_the_fitted_budget_by_default(tmp_path, monkeypatch, capsys):
-    # 3,000 pairs of 1 to 11 words: small enough that the budget falls below 1,024.
+    # 3,000 pairs of 1 to 11 words: small enough that the budget falls below 512.
     rng = np.random.default_rng(0)
     sources = [" ".join(rng.choice(WORDS, rng.integers(1, 12))) for _ in range(3000)]
     corpus = tmp_path / "train.tsv"
@@ -33,5 +33,5 @@ def test_train_batches_by_the_fitted_budget_by_default(tmp_path, monkeypatch, ca
     assert all(max(s[1], t[1]) * s[0] <= budget for s, t in shapes), (budget, set(shapes))
     # An epoch's padded positions over 200 batches; every pair comes once.
     padded = sum(s[0] * max(s[1], t[1]) for s, t in shapes)
-    assert 16 < budget == padded // 200 < 1024, (budget, padded)
+    assert 16 < budget == padded // 200 < 512, (budget, padded)
     assert len(batches) >= 200 and sum(s[0] for s, _ in shapes) == 3000

@@ -340,9 +340,9 @@ def test_fitted_budget_is_the_epochs_padded_tokens_over_the_batches_asked_for(co
                     max_target_length=MAX_SOURCE, pad_to_bucket_boundary=True)
     batches = as_numpy(dataset)
     padded = sum(encoder.shape[0] * encoder.shape[1] for encoder, _, _ in batches)
-    assert budget == padded // 20 and MAX_SOURCE < budget < 2048
+    assert budget == padded // 20 and MAX_SOURCE < budget < 512
     assert len(batches) >= 20  # each bucket's batches round up
-    assert fitted(1) == 2048  # a large corpus for its batches: the cap
+    assert fitted(1) == 512  # a large corpus for its batches: the cap
     assert fitted(10**6) == MAX_SOURCE  # never below one pair of the longest length
 
 
