@@ -167,7 +167,7 @@ def _train_preset_dir(
         batch_tokens: the token budget of a batch (see
             `keras_tf.text.make_dataset`). With neither given,
             `keras_tf.text.fitted_batch_tokens`: 512 tokens, or less on a
-            small corpus, for at least 100 batches an epoch.
+            small corpus, for at least 200 batches an epoch.
         epochs: total epochs, counting those of an earlier, killed run.
         steps: batches per epoch; the data repeats as needed. Defaults to
             None: one pass over the training corpus.
@@ -278,8 +278,8 @@ def _train_preset_dir(
         max_source_length=max_length,
         max_target_length=max_length,
     )
+    bucket_boundaries = source_buckets(max_length)
     if batch_size is None and batch_tokens is None:
-        bucket_boundaries = source_buckets(max_length)
         batch_tokens = fitted_batch_tokens(
             train_corpus, tokenizers, max_length=max_length, bucket_boundaries=bucket_boundaries
         )
@@ -293,7 +293,7 @@ def _train_preset_dir(
         batch_tokens=batch_tokens,
         max_source_length=max_length,
         max_target_length=max_length,
-        bucket_boundaries=source_buckets(max_length),
+        bucket_boundaries=bucket_boundaries,
     )
     # Epoch e's batches depend on (seed, e) alone: a resumed run reads the
     # batches an uninterrupted one would. With `steps`, epochs of the data
