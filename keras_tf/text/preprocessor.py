@@ -154,16 +154,29 @@ class Seq2SeqPreprocessor:
         return inputs, labels.to_tensor(default_value=PAD_ID)
 
     def bucketed(self, inputs, labels):
-        """A training batch padded to the source buckets of decoding on each side."""
+        """A training batch padded to one bucket of decoding, the same on both sides.
+
+        The bucket is the first of `source_buckets` at least as long as the
+        batch's longer side (each side capped at its maximum length), as
+        `make_dataset` buckets by `max(S, T)`: a batch takes one of a few
+        shapes, so `fit` compiles a few XLA programs, not one per pair of
+        source and target buckets.
+        """
         from keras_tf.decoding.generate import source_buckets
 
-        source = tf.constant(source_buckets(self.max_source_length), tf.int32)
-        target = tf.constant(source_buckets(self.max_target_length), tf.int32)
+        encoder_tokens, decoder_tokens = inputs["encoder_tokens"], inputs["decoder_tokens"]
+        buckets = tf.constant(
+            source_buckets(max(self.max_source_length, self.max_target_length)), tf.int32
+        )
+        longer = tf.maximum(tf.shape(encoder_tokens)[1], tf.shape(decoder_tokens)[1])
+        bucket = tf.gather(buckets, tf.searchsorted(buckets, longer[None])[0])
+        source = tf.minimum(bucket, self.max_source_length)
+        target = tf.minimum(bucket, self.max_target_length)
         inputs = {
-            "encoder_tokens": pad_to_bucket(inputs["encoder_tokens"], source),
-            "decoder_tokens": pad_to_bucket(inputs["decoder_tokens"], target),
+            "encoder_tokens": pad_to_length(encoder_tokens, source),
+            "decoder_tokens": pad_to_length(decoder_tokens, target),
         }
-        return inputs, pad_to_bucket(labels, target)
+        return inputs, pad_to_length(labels, target)
 
     def detokenize(self, target_ids):
         """Generated ids `[batch, T]` to tf.string `[batch]`, up to the first END."""
@@ -183,17 +196,22 @@ class Seq2SeqPreprocessor:
 def pad_to_bucket(tokens, buckets):
     """Pad `[batch, L]` with 0 to `[batch, bucket]`, the first of `buckets` >= L.
 
-    Padding changes no output (padded positions are masked out of every
-    attention and the loss); it bounds the number of shapes, so an XLA
-    program is compiled for a few lengths, not for every one.
-
     Args:
         tokens: int32 `[batch, L]`, L <= buckets[-1].
         buckets: int32 tensor of ascending lengths, e.g. `source_buckets(64)`.
     """
     length = tf.shape(tokens)[1]
-    bucket = tf.gather(buckets, tf.searchsorted(buckets, length[None])[0])
-    return tf.pad(tokens, [[0, 0], [0, bucket - length]], constant_values=PAD_ID)
+    return pad_to_length(tokens, tf.gather(buckets, tf.searchsorted(buckets, length[None])[0]))
+
+
+def pad_to_length(tokens, length):
+    """Pad `[batch, L]` with 0 to `[batch, length]`, `length` >= L.
+
+    Padding changes no output (padded positions are masked out of every
+    attention and the loss); it bounds the number of shapes, so an XLA
+    program is compiled for a few lengths, not for every one.
+    """
+    return tf.pad(tokens, [[0, 0], [0, length - tf.shape(tokens)[1]]], constant_values=PAD_ID)
 
 
 def blank_empty_sources(source_ids, target_ids, scores):

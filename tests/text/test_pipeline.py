@@ -9,6 +9,7 @@ import tensorflow as tf
 from keras_tf.models.config import END_ID, PAD_ID, START_ID
 from keras_tf.text import (
     ParallelCorpus,
+    Seq2SeqPreprocessor,
     Seq2SeqTokenizers,
     default_bucket_boundaries,
     encode_source,
@@ -344,6 +345,30 @@ def test_fitted_budget_is_the_epochs_padded_tokens_over_the_batches_asked_for(co
     assert len(batches) >= 20  # each bucket's batches round up
     assert fitted(1) == 512  # a large corpus for its batches: the cap
     assert fitted(10**6) == MAX_SOURCE  # never below one pair of the longest length
+
+
+def test_translator_batches_take_one_bucket_for_both_sides(corpus, tokenizers):
+    # Seq2SeqTranslator.fit on strings pads each batch with `bucketed`.
+    preprocessor = Seq2SeqPreprocessor(tokenizers, MAX_SOURCE, MAX_TARGET)
+    # Batches of pairs in order of length: short batches and long ones.
+    order = np.argsort([len(f"{s} {t}".split()) for s, t in zip(corpus.sources, corpus.targets)])
+    sources, targets = [corpus.sources[i] for i in order], [corpus.targets[i] for i in order]
+    shapes = set()
+    for begin in range(0, len(corpus), 32):
+        pairs = (tf.constant(sources[begin:begin + 32]), tf.constant(targets[begin:begin + 32]))
+        raw_inputs, raw_labels = preprocessor(*pairs)
+        inputs, labels = preprocessor.bucketed(raw_inputs, raw_labels)
+        longer = max(raw_inputs["encoder_tokens"].shape[1], raw_inputs["decoder_tokens"].shape[1])
+        bucket = 16 if longer <= 16 else 24  # source_buckets(24)
+        shape = (inputs["encoder_tokens"].shape[1], inputs["decoder_tokens"].shape[1])
+        assert shape == (min(bucket, MAX_SOURCE), min(bucket, MAX_TARGET)), (longer, shape)
+        assert labels.shape == inputs["decoder_tokens"].shape
+        for key, raw in (*raw_inputs.items(), ("labels", raw_labels)):
+            padded = (labels if key == "labels" else inputs[key]).numpy()
+            np.testing.assert_array_equal(padded[:, :raw.shape[1]], raw.numpy())
+            assert not padded[:, raw.shape[1]:].any()
+        shapes.add(shape)
+    assert shapes == {(16, 16), (24, 20)}
 
 
 def test_token_budget_is_checked(corpus, tokenizers):
