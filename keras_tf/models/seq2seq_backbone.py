@@ -114,6 +114,11 @@ class Seq2SeqBackbone(keras.Model):
         _check_inputs(inputs, self.config, type(self).__name__)
         return super().call(inputs, training=training, mask=mask)
 
+    def fit(self, *args, **kwargs):
+        """`keras.Model.fit`, with the optimizer built first (see `build_optimizer`)."""
+        build_optimizer(self)
+        return super().fit(*args, **kwargs)
+
     # --- the forward pass, written once ---
 
     def _encode(self, encoder_tokens):
@@ -221,6 +226,26 @@ class Seq2SeqBackbone(keras.Model):
         if "dtype" in config and isinstance(config["dtype"], dict):
             config["dtype"] = keras.dtype_policies.deserialize(config["dtype"])
         return cls(**config)
+
+
+def build_optimizer(model):
+    """Creates the optimizer's variables of a compiled, built `model` now.
+
+    On TensorFlow, Keras otherwise creates them inside the first traced
+    train step, and a `tf.function` that creates variables is traced twice:
+    the first batch of a small model's `fit` took twice as long. Other
+    backends build the optimizer before tracing already.
+    """
+    optimizer = getattr(model, "optimizer", None)
+    if (
+        keras.backend.backend() == "tensorflow"
+        and optimizer is not None
+        and not optimizer.built
+        and model.built
+        and model.trainable_variables
+    ):
+        with model.distribute_strategy.scope():
+            optimizer.build(model.trainable_variables)
 
 
 def _check_inputs(inputs, config, name):

@@ -34,6 +34,7 @@ from keras import ops
 from keras_tf.decoding.config import DecodingConfig
 from keras_tf.json_files import read_json, write_json
 from keras_tf.models.config import PAD_ID, PRESETS, TransformerConfig, get_preset
+from keras_tf.models.seq2seq_backbone import build_optimizer
 from keras_tf.models.seq2seq_transformer import Seq2SeqTransformer
 from keras_tf.tensorflow_import import require_tensorflow
 from keras_tf.version import __version__
@@ -253,6 +254,7 @@ class Seq2SeqTranslator(keras.Model):
         """
         if not self.compiled:
             self.compile()
+        build_optimizer(self)
         x, y, batch_size = self._as_dataset(x, y, batch_size, shuffle, seed)
         if isinstance(validation_data, tuple) and len(validation_data) == 2:
             valid_x, valid_y, _ = self._as_dataset(*validation_data, batch_size, False, None)

@@ -158,6 +158,23 @@ def test_mixed_bfloat16_logits_are_float32_and_close():
     # under mixed_bfloat16 with XLA: tests/training/test_mixed_precision.py.
 
 
+def test_fit_traces_its_train_step_once():
+    # A train step that created the optimizer's variables while traced would
+    # be traced twice on TensorFlow, doubling the first batch's time.
+    class CountingTraces(Seq2SeqTransformer):
+        calls = 0
+
+        def call(self, inputs, training=None, mask=None):
+            CountingTraces.calls += 1
+            return super().call(inputs, training=training, mask=mask)
+
+    inputs, labels = batch(n=16)
+    model = CountingTraces(TINY)
+    model.compile("adam", "sparse_categorical_crossentropy", jit_compile=True)
+    model.fit(inputs, labels, batch_size=8, epochs=2, verbose=0)
+    assert CountingTraces.calls == 1
+
+
 @pytest.fixture(scope="module")
 def trained_reverse_model(tmp_path_factory):
     return shared_reverse_model(tmp_path_factory)
