@@ -2,7 +2,8 @@
 
     keras-tf evaluate --model run1 --test test.tsv --beam-size 4 --output hyps.txt
 
-Translates the source side in batches (a progress bar on stderr), then
+Translates the source side in batches (a progress bar on stderr when it is a
+terminal, one plain line when it is a file), then
 prints sacreBLEU's corpus BLEU and chrF lines on stdout, as sacreBLEU
 prints them (default tokenizer 13a, one reference per sentence).
 """

@@ -16,26 +16,38 @@ def translate_in_batches(translator, texts, batch_size, progress=False):
         translator: a `keras_tf.serving.Translator`.
         texts: list of `str`.
         batch_size: sentences per call.
-        progress: show a `keras.utils.Progbar` over the batches on stderr.
+        progress: report progress on stderr: a `keras.utils.Progbar` when
+            stderr is a terminal; otherwise (a log file) one plain line at
+            the end, since the bar's cursor moves and colours would fill
+            the file with escape codes.
 
     Returns:
         list of `str`, one line each.
     """
-    import keras
-
     order = sorted(range(len(texts)), key=lambda index: len(texts[index]))
     batches = [order[start : start + batch_size] for start in range(0, len(order), batch_size)]
     translations = [""] * len(texts)
-    # Progbar writes to sys.stdout; stdout is kept for the results.
-    with contextlib.redirect_stdout(sys.stderr):
-        bar = keras.utils.Progbar(len(batches), unit_name="batch") if progress else None
-        for done, batch in enumerate(batches, start=1):
-            outputs = translator.translate([texts[index] for index in batch])
-            for index, text in zip(batch, outputs):
-                translations[index] = " ".join(text.splitlines())
-            if bar is not None:
+    bar = _progress_bar(len(batches)) if progress and _is_terminal(sys.stderr) else None
+    for done, batch in enumerate(batches, start=1):
+        outputs = translator.translate([texts[index] for index in batch])
+        for index, text in zip(batch, outputs):
+            translations[index] = " ".join(text.splitlines())
+        if bar is not None:
+            with contextlib.redirect_stdout(sys.stderr):  # Progbar writes to sys.stdout
                 bar.update(done)
+    if progress and bar is None:
+        print(f"Translated {len(texts)} sentences in {len(batches)} batches", file=sys.stderr)
     return translations
+
+
+def _is_terminal(stream):
+    return hasattr(stream, "isatty") and stream.isatty()
+
+
+def _progress_bar(batches):
+    import keras
+
+    return keras.utils.Progbar(batches, unit_name="batch")
 
 
 def n_best_in_batches(translator, texts, batch_size, n):

@@ -1,0 +1,51 @@
+"""`translate_in_batches`: input order kept, and a progress report that suits where stderr goes."""
+
+import io
+
+from keras_tf.serving.batch_translation import translate_in_batches
+
+TEXTS = ["a b c", "a", "a b", "", "a b c d"]
+
+
+class Upper:
+    """A translator stand-in: each text upper-cased, the batch sizes it saw kept."""
+
+    def __init__(self):
+        self.batches = []
+
+    def translate(self, texts):
+        self.batches.append(len(texts))
+        return [text.upper() for text in texts]
+
+
+class Terminal(io.StringIO):
+    def isatty(self):
+        return True
+
+
+def test_results_come_back_in_input_order():
+    translator = Upper()
+    assert translate_in_batches(translator, TEXTS, 2) == [text.upper() for text in TEXTS]
+    assert translator.batches == [2, 2, 1]
+
+
+def test_a_log_file_gets_one_plain_line_and_no_escape_codes(monkeypatch):
+    log = io.StringIO()
+    monkeypatch.setattr("sys.stderr", log)
+    translate_in_batches(Upper(), TEXTS, 2, progress=True)
+    assert log.getvalue() == "Translated 5 sentences in 3 batches\n"
+
+
+def test_a_terminal_gets_the_progress_bar(monkeypatch, capsys):
+    terminal = Terminal()
+    monkeypatch.setattr("sys.stderr", terminal)
+    translate_in_batches(Upper(), TEXTS, 2, progress=True)
+    assert "3/3" in terminal.getvalue() and "batch" in terminal.getvalue()
+    assert capsys.readouterr().out == ""  # stdout is kept for the results
+
+
+def test_no_progress_writes_nothing(monkeypatch):
+    log = io.StringIO()
+    monkeypatch.setattr("sys.stderr", log)
+    translate_in_batches(Upper(), TEXTS, 2)
+    assert log.getvalue() == ""
