@@ -33,7 +33,7 @@ when measured).
 
 Usage: python benchmarks/learning.py [--corpus bible|demo|reverse] [--epochs 3] [--max-pairs N]
            [--test-pairs N] [--valid-pairs N] [--ours "--preset transformer_base"]
-           [--peer-every-epoch] [--reach 10] [--out DIR] [--skip-peer] [--replot]
+           [--peer-every-epoch] [--reach 10] [--seed 0] [--out DIR] [--skip-peer] [--replot]
 """
 
 import argparse
@@ -222,8 +222,10 @@ class PeerValidation(keras.callbacks.Callback):
               flush=True)
 
 
-def run_peer(train, test, epochs, valid=None):
+def run_peer(train, test, epochs, valid=None, seed=0):
     """Train the peer; greedy-decode `test`; with `valid`, score it after every epoch.
+
+    `seed` seeds its weights, dropout and shuffle, as `--seed` does ours.
 
     Returns the test hypotheses, the training seconds (validation decoding
     included) and the `PeerValidation` callback (None without `valid`).
@@ -233,9 +235,9 @@ def run_peer(train, test, epochs, valid=None):
     start = time.perf_counter()
     text = PeerText(train)
     dataset = (tf.data.Dataset.from_tensor_slices((train.sources, train.targets))
-               .shuffle(len(train), seed=0).batch(p["batch_size"]).map(text.preprocess)
+               .shuffle(len(train), seed=seed).batch(p["batch_size"]).map(text.preprocess)
                .prefetch(tf.data.AUTOTUNE))
-    keras.utils.set_random_seed(0)
+    keras.utils.set_random_seed(seed)
     model = peer_model(text.source_tokenizer.vocabulary_size(),
                        text.target_tokenizer.vocabulary_size())
     model.compile(keras.optimizers.Adam(p["learning_rate"]),
@@ -337,6 +339,9 @@ def main():
     parser.add_argument("--valid-pairs", type=int, help="validate on this many pairs")
     parser.add_argument("--ours", action="append", default=[], metavar="ARGS",
                         help="another variant of ours: extra `keras-tf train` options")
+    parser.add_argument("--seed", type=int, default=0,
+                        help="seeds both: `keras-tf train --seed` for ours, the weights, dropout "
+                        "and shuffle of the peer (default: 0)")
     parser.add_argument("--skip-peer", action="store_true")
     parser.add_argument("--peer-every-epoch", action="store_true",
                         help="score the peer on the validation split after each epoch")
@@ -363,7 +368,8 @@ def main():
           f"{args.epochs} epochs; {os.cpu_count()} CPUs", flush=True)
 
     results, folders = {}, {}
-    variants = [("defaults", [])] + [(f"ours-{i + 1}", shlex.split(extra))
+    seed = ["--seed", str(args.seed)] if args.seed else []
+    variants = [("defaults", seed)] + [(f"ours-{i + 1}", seed + shlex.split(extra))
                                      for i, extra in enumerate(args.ours)]
     for name, extra in variants:
         hypotheses, seconds = run_ours(name, extra, paths, args.epochs, args.out)
@@ -372,7 +378,7 @@ def main():
     peer_validation = None
     if not args.skip_peer:
         hypotheses, seconds, peer_validation = run_peer(
-            train, test, args.epochs, valid if args.peer_every_epoch else None)
+            train, test, args.epochs, valid if args.peer_every_epoch else None, seed=args.seed)
         results["keras-hub peer"] = (hypotheses, seconds)
 
     print(f"\n{title}, {len(train)} training pairs, {args.epochs} epochs, "
@@ -406,7 +412,7 @@ def main():
                         peer_validation.scores, args.reach)
     with open(os.path.join(args.out, "results.json"), "w") as file:
         json.dump({"corpus": args.corpus, "pairs": len(train), "epochs": args.epochs,
-                   "valid": len(valid), "test": len(test), "results": summary}, file, indent=2)
+                   "valid": len(valid), "test": len(test), "seed": args.seed, "results": summary}, file, indent=2)
     print(plot(args.out, os.path.join(args.out, "learning.png")))
     return 0
 
