@@ -24,30 +24,24 @@ def translate_in_batches(translator, texts, batch_size, progress=False):
     Returns:
         list of `str`, one line each.
     """
+    import keras
+
     order = sorted(range(len(texts)), key=lambda index: len(texts[index]))
     batches = [order[start : start + batch_size] for start in range(0, len(order), batch_size)]
     translations = [""] * len(texts)
-    bar = _progress_bar(len(batches)) if progress and _is_terminal(sys.stderr) else None
-    for done, batch in enumerate(batches, start=1):
-        outputs = translator.translate([texts[index] for index in batch])
-        for index, text in zip(batch, outputs):
-            translations[index] = " ".join(text.splitlines())
-        if bar is not None:
-            with contextlib.redirect_stdout(sys.stderr):  # Progbar writes to sys.stdout
+    on_terminal = hasattr(sys.stderr, "isatty") and sys.stderr.isatty()
+    # Progbar writes to sys.stdout; stdout is kept for the results.
+    with contextlib.redirect_stdout(sys.stderr):
+        bar = keras.utils.Progbar(len(batches), unit_name="batch") if progress and on_terminal else None
+        for done, batch in enumerate(batches, start=1):
+            outputs = translator.translate([texts[index] for index in batch])
+            for index, text in zip(batch, outputs):
+                translations[index] = " ".join(text.splitlines())
+            if bar is not None:
                 bar.update(done)
     if progress and bar is None:
         print(f"Translated {len(texts)} sentences in {len(batches)} batches", file=sys.stderr)
     return translations
-
-
-def _is_terminal(stream):
-    return hasattr(stream, "isatty") and stream.isatty()
-
-
-def _progress_bar(batches):
-    import keras
-
-    return keras.utils.Progbar(batches, unit_name="batch")
 
 
 def n_best_in_batches(translator, texts, batch_size, n):
