@@ -103,7 +103,8 @@ def copy_attention_weights(ours, theirs, d_model, num_heads):
 def train_reverse_model():
     """transformer_tiny trained with model.fit (XLA) on the generated reverse task.
 
-    About 17 s on 2 idle cores; 98.8 % of 256 held-out sequences decode exactly.
+    About 17 s on 2 idle cores; with one thread per op, as the suite runs,
+    96.9 % of 256 held-out sequences decode exactly.
     """
     from keras_tf.models import Seq2SeqTransformer, get_preset
     from keras_tf.training import (

@@ -37,8 +37,12 @@ def test_int8_decodes_the_reverse_task_as_float32_does(reverse_models):
             uncached = greedy_search_uncached(int8, sources, max_length)
             np.testing.assert_array_equal(got.tokens, uncached.tokens)
             # Inputs are rounded to int8 per token: a float-order difference
-            # at a rounding boundary moves a value by one step, so 1e-2, not 1e-4.
-            np.testing.assert_allclose(got.scores, uncached.scores, atol=1e-2)
+            # at a rounding boundary moves a value by one step. Such flips are
+            # rare (5 sentences in 200 measured, by 0.001 to 0.026 nats); the
+            # rest agree to float32 rounding.
+            difference = np.abs(got.scores - uncached.scores)
+            assert np.quantile(difference, 0.95) < 1e-4, np.sort(difference)[-8:]
+            assert difference.max() < 0.1, np.sort(difference)[-8:]
 
 
 def test_the_tied_projection_divides_by_the_int8_row_scales(reverse_models):
