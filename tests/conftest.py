@@ -11,18 +11,23 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 # tests/decoding, one thread each cut the CPU time by a fifth.
 os.environ.setdefault("TF_NUM_INTRAOP_THREADS", "1")
 os.environ.setdefault("TF_NUM_INTEROP_THREADS", "1")
-# Many tests, in the workers and in fresh processes, compile the same tiny
-# models' XLA programs (the shared command-line run's train step, say). One
-# XLA cache for the whole run, made here by the first process (the xdist
-# controller: its workers and their subprocesses inherit the variable) and
-# removed when that process exits, compiles each program once. Measured on
-# tests/cli: 17 % less CPU.
+# Many tests compile the same tiny models' XLA programs (the shared
+# command-line run's train step, say), in a worker and in the processes it
+# starts. One XLA cache folder for the run, made by the first process (the
+# xdist controller) and removed when it exits, compiles each program once per
+# worker. TensorFlow writes a cache file in place and fails a compile that
+# reads a half-written one, so each worker has its own file prefix, which its
+# subprocesses inherit: a worker waits on the processes it starts, while the
+# two workers compile side by side. Measured on tests/cli: 17 % less CPU.
 if "KERAS_TF_TEST_XLA_CACHE" not in os.environ:
     os.environ["KERAS_TF_TEST_XLA_CACHE"] = tempfile.mkdtemp(prefix="keras_tf_xla_cache_")
     atexit.register(shutil.rmtree, os.environ["KERAS_TF_TEST_XLA_CACHE"], ignore_errors=True)
+if os.environ.get("PYTEST_XDIST_WORKER") and "KERAS_TF_TEST_XLA_PREFIX" not in os.environ:
+    os.environ["KERAS_TF_TEST_XLA_PREFIX"] = os.environ["PYTEST_XDIST_WORKER"]
     os.environ["TF_XLA_FLAGS"] = " ".join(filter(None, [
         os.environ.get("TF_XLA_FLAGS"),
         "--tf_xla_persistent_cache_directory=" + os.environ["KERAS_TF_TEST_XLA_CACHE"],
+        "--tf_xla_persistent_cache_prefix=" + os.environ["PYTEST_XDIST_WORKER"],
     ]))
 
 import keras_tf  # noqa: E402,F401  (first: TensorFlow's C++ start-up lines kept off stderr)

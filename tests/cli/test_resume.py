@@ -72,10 +72,15 @@ def _kill_when(argv, log_path, ready, delay_s=0.0):
     """Run `keras-tf ARGV` under sh, SIGKILL it once `ready()` and `delay_s` later; return sh's $?."""
     pid_file, status_file = log_path.with_suffix(".pid"), log_path.with_suffix(".status")
     script = '"$@" & echo $! > "$0.pid"; wait $!; echo $? > "$0.status"'
+    # Its own XLA cache files (tests/conftest.py): a kill in the middle of
+    # writing one must not leave a half-written file for the rerun to read.
+    flags = os.environ.get("TF_XLA_FLAGS", "").replace(
+        "--tf_xla_persistent_cache_prefix=", "--tf_xla_persistent_cache_prefix=killed-"
+    )
     with open(log_path, "wb") as log:
         shell = subprocess.Popen(
             ["sh", "-c", script, str(log_path.with_suffix("")), *keras_tf_command(), *argv],
-            stdout=log, stderr=subprocess.STDOUT,
+            stdout=log, stderr=subprocess.STDOUT, env=dict(os.environ, TF_XLA_FLAGS=flags),
         )
         try:
             deadline = time.monotonic() + TIMEOUT_S
