@@ -22,10 +22,10 @@ os.environ.setdefault("TF_NUM_INTEROP_THREADS", "1")
 if "KERAS_TF_TEST_XLA_CACHE" not in os.environ:
     os.environ["KERAS_TF_TEST_XLA_CACHE"] = tempfile.mkdtemp(prefix="keras_tf_xla_cache_")
     atexit.register(shutil.rmtree, os.environ["KERAS_TF_TEST_XLA_CACHE"], ignore_errors=True)
-if os.environ.get("PYTEST_XDIST_WORKER") and "KERAS_TF_TEST_XLA_PREFIX" not in os.environ:
-    os.environ["KERAS_TF_TEST_XLA_PREFIX"] = os.environ["PYTEST_XDIST_WORKER"]
+flags = os.environ.get("TF_XLA_FLAGS", "")
+if os.environ.get("PYTEST_XDIST_WORKER") and "--tf_xla_persistent_cache" not in flags:
     os.environ["TF_XLA_FLAGS"] = " ".join(filter(None, [
-        os.environ.get("TF_XLA_FLAGS"),
+        flags,
         "--tf_xla_persistent_cache_directory=" + os.environ["KERAS_TF_TEST_XLA_CACHE"],
         "--tf_xla_persistent_cache_prefix=" + os.environ["PYTEST_XDIST_WORKER"],
     ]))
