@@ -37,6 +37,11 @@ def add_arguments(parser):
         help="transformer_tiny, transformer_small (default), transformer_base or transformer_big",
     )
     parser.add_argument(
+        "--dropout", metavar="P", type=float,
+        help="P_drop of every sub-layer output and of the embeddings (0 <= P < 1); "
+        "default: the preset's (0.1 for transformer_small)",
+    )
+    parser.add_argument(
         "--epochs", metavar="N", type=int_in_range(1), default=10, help="default: 10"
     )
     parser.add_argument(
@@ -129,6 +134,7 @@ def run(args):
             args.out,
             {
                 "preset": args.preset,
+                "dropout": args.dropout,
                 "tokenizer": args.tokenizer,
                 "vocabulary_size": args.vocabulary_size,
                 "max_length": args.max_length,
@@ -145,6 +151,7 @@ def run(args):
         train_corpus,
         valid_corpus,
         preset=args.preset,
+        dropout=args.dropout,
         tokenizer=args.tokenizer,
         vocabulary_size=args.vocabulary_size,
         max_length=args.max_length,

@@ -31,7 +31,7 @@ CONFIG_FILE = "config.json"
 HISTORY_FILE = "history.csv"
 
 # Options that fix the model or its vocabulary: a resumed run must repeat them.
-FIXED_OPTIONS = ("preset", "tokenizer", "vocabulary_size", "max_length", "mixed_precision")
+FIXED_OPTIONS = ("preset", "dropout", "tokenizer", "vocabulary_size", "max_length", "mixed_precision")
 
 
 @contextlib.contextmanager
@@ -129,6 +129,7 @@ def _train_preset_dir(
     valid_corpus=None,
     *,
     preset="transformer_small",
+    dropout=None,
     tokenizer="sentencepiece",
     vocabulary_size=None,
     max_length=None,
@@ -156,6 +157,8 @@ def _train_preset_dir(
         valid_corpus: a `ParallelCorpus` for the validation loss, which picks
             the best checkpoint. Defaults to None: the training loss picks it.
         preset: a name in `keras_tf.models.PRESETS`.
+        dropout: P_drop, instead of the preset's. Defaults to None: the
+            preset's. With `init_from`, the given model's unless set.
         tokenizer: `"sentencepiece"` or `"wordpiece"`, one vocabulary shared
             by both sides.
         vocabulary_size: the shared vocabulary size. Defaults to None: fitted
@@ -222,6 +225,11 @@ def _train_preset_dir(
         preset, tokenizer = f"init-from {init_from}", tokenizers.kind
         vocabulary_size = tokenizers.source_vocabulary_size
         max_length = max(base.max_source_length, base.max_target_length)
+    if dropout is not None:
+        try:
+            base = base.replace(dropout=dropout)
+        except ValueError as error:
+            raise OptionError([("dropout", dropout)], str(error)) from None
     if batch_size is not None and batch_tokens is not None:
         raise OptionError(
             [("batch_size", batch_size), ("batch_tokens", batch_tokens)], "give one of them"
@@ -234,6 +242,7 @@ def _train_preset_dir(
         )
     options = {
         "preset": preset,
+        "dropout": dropout,
         "tokenizer": tokenizer,
         "vocabulary_size": vocabulary_size,
         "max_length": max_length,

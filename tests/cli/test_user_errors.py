@@ -58,6 +58,11 @@ CASES = {
     "token budget below a pair": (["train", "--train", "{train}", "--out", "{tmp}/run",
                                    "--batch-tokens", "32"],
                                   "--batch-tokens 32: a batch must hold one pair"),
+    "dropout out of range": (["train", "--train", "{train}", "--out", "{tmp}/run",
+                              "--dropout", "1.5"],
+                             "--dropout 1.5: TransformerConfig.dropout must be in [0, 1)"),
+    "other dropout on resume": (["train", "--train", "{train}", "--out", "{model}",
+                                 "--dropout", "0"], "dropout None before, 0.0 now"),
     "unknown command": (["frobnicate"], "invalid choice: 'frobnicate'"),
     "no command": ([], "required: COMMAND"),
 }
