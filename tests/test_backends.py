@@ -50,7 +50,7 @@ def run_on_jax(args, timeout=600, cwd=ROOT):
 
     JAX compiles every op it runs, even eagerly, and these tiny models spend
     far longer in LLVM's optimizer than running, so the process compiles at
-    LLVM -O0 (`XLA_FLAGS`): measured on this module, 209 s -> 167 s of CPU.
+    LLVM -O0 (`XLA_FLAGS`): measured on this module, 209 s -> 175 s of CPU.
     Only here: TensorFlow's tests train larger models under XLA, which ran
     slower at -O0 (the README example 40 s -> 121 s), and their trained
     models moved enough to fail two int8 tolerances.

@@ -31,7 +31,9 @@ CONFIG_FILE = "config.json"
 HISTORY_FILE = "history.csv"
 
 # Options that fix the model or its vocabulary: a resumed run must repeat them.
-FIXED_OPTIONS = ("preset", "dropout", "tokenizer", "vocabulary_size", "max_length", "mixed_precision")
+FIXED_OPTIONS = (
+    "preset", "dropout", "tokenizer", "vocabulary_size", "max_length", "mixed_precision"
+)
 
 
 @contextlib.contextmanager
