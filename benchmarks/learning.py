@@ -33,7 +33,8 @@ when measured).
 
 Usage: python benchmarks/learning.py [--corpus bible|demo|reverse] [--epochs 3] [--max-pairs N]
            [--test-pairs N] [--valid-pairs N] [--ours "--preset transformer_base"]
-           [--peer-every-epoch] [--reach 10] [--seed 0] [--out DIR] [--skip-peer] [--replot]
+           [--peer-every-epoch] [--reach 10] [--seed 0] [--average-last N] [--out DIR]
+           [--skip-peer] [--replot]
 """
 
 import argparse
@@ -107,13 +108,27 @@ def run_ours(name, extra, paths, epochs, out):
     start = time.perf_counter()
     assert keras_tf_main(argv) == 0
     seconds = time.perf_counter() - start
-    hypotheses = os.path.join(out, f"{name}.hyp")
+    return evaluate_ours(model_dir, paths, out), seconds
+
+
+def average_ours(name, last, paths, out):
+    """`keras-tf average --last N` of run `name` into OUT/<name>-avgN; its test hypotheses."""
+    model_dir = os.path.join(out, f"{name}-avg{last}")
+    argv = ["average", "--model", os.path.join(out, name), "--last", str(last), "--out", model_dir]
+    print(f"\n== ours ({name}, averaged): keras-tf {' '.join(argv)}", flush=True)
+    assert keras_tf_main(argv) == 0
+    return evaluate_ours(model_dir, paths, out)
+
+
+def evaluate_ours(model_dir, paths, out):
+    """`keras-tf evaluate --beam-size 1` of `model_dir` on the test split; the hypotheses."""
+    hypotheses = os.path.join(out, f"{os.path.basename(model_dir)}.hyp")
     buffer = _Capture()
     with contextlib.redirect_stdout(buffer):
         assert keras_tf_main(["evaluate", "--model", model_dir, "--test", paths["test"],
                               "--beam-size", "1", "--output", hypotheses]) == 0
     with open(hypotheses, encoding="utf-8") as file:
-        return [line.rstrip("\n") for line in file], seconds
+        return [line.rstrip("\n") for line in file]
 
 
 class _Capture:
@@ -342,6 +357,9 @@ def main():
     parser.add_argument("--seed", type=int, default=0,
                         help="seeds both: `keras-tf train --seed` for ours, the weights, dropout "
                         "and shuffle of the peer (default: 0)")
+    parser.add_argument("--average-last", type=int, metavar="N",
+                        help="ours with its defaults also keeps its last N epoch checkpoints "
+                        "(`--keep-checkpoints N`); their `keras-tf average` is scored as well")
     parser.add_argument("--skip-peer", action="store_true")
     parser.add_argument("--peer-every-epoch", action="store_true",
                         help="score the peer on the validation split after each epoch")
@@ -369,12 +387,16 @@ def main():
 
     results, folders = {}, {}
     seed = ["--seed", str(args.seed)] if args.seed else []
-    variants = [("defaults", seed)] + [(f"ours-{i + 1}", seed + shlex.split(extra))
-                                     for i, extra in enumerate(args.ours)]
+    keep = ["--keep-checkpoints", str(args.average_last)] if args.average_last else []
+    variants = [("defaults", seed + keep)] + [(f"ours-{i + 1}", seed + shlex.split(extra))
+                                            for i, extra in enumerate(args.ours)]
     for name, extra in variants:
         hypotheses, seconds = run_ours(name, extra, paths, args.epochs, args.out)
         label = f"{name} {' '.join(extra)}".strip()
         results[label], folders[label] = (hypotheses, seconds), name
+        if args.average_last and name == "defaults":
+            label = f"defaults, average of the last {args.average_last}"
+            results[label] = (average_ours(name, args.average_last, paths, args.out), seconds)
     peer_validation = None
     if not args.skip_peer:
         hypotheses, seconds, peer_validation = run_peer(
