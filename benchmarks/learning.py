@@ -34,7 +34,7 @@ when measured).
 Usage: python benchmarks/learning.py [--corpus bible|demo|reverse] [--epochs 3] [--max-pairs N]
            [--test-pairs N] [--valid-pairs N] [--ours "--preset transformer_base"]
            [--peer-every-epoch] [--reach 10] [--seed 0] [--average-last N] [--out DIR]
-           [--skip-peer] [--replot]
+           [--skip-peer] [--skip-ours] [--peer-checkpoint DIR] [--replot]
 """
 
 import argparse
@@ -220,11 +220,15 @@ class PeerValidation(keras.callbacks.Callback):
     time is kept in `self.seconds`.
     """
 
-    def __init__(self, text, valid):
+    def __init__(self, text, valid, checkpoint=None):
         super().__init__()
-        self.text, self.valid = text, valid
+        self.text, self.valid, self.checkpoint = text, valid, checkpoint
         self.scores = {"bleu": [], "chrf": []}
         self.seconds = 0.0
+        if checkpoint and os.path.exists(os.path.join(checkpoint, "scores.json")):
+            with open(os.path.join(checkpoint, "scores.json")) as file:
+                saved = json.load(file)
+            self.scores, self.seconds = saved["scores"], saved["seconds"]
 
     def on_epoch_end(self, epoch, logs=None):
         start = time.perf_counter()
@@ -235,12 +239,30 @@ class PeerValidation(keras.callbacks.Callback):
         self.scores["chrf"].append(round(chrf.score, 2))
         print(f"peer epoch {epoch + 1}: validation BLEU {bleu.score:.2f}, chrF {chrf.score:.2f}",
               flush=True)
+        if self.checkpoint:
+            save_peer(self.model, self.checkpoint, epoch + 1,
+                      {"scores": self.scores, "seconds": self.seconds})
 
 
-def run_peer(train, test, epochs, valid=None, seed=0):
+def save_peer(model, checkpoint, epochs_done, extra):
+    """Write the peer (weights and Adam's state) and `extra` to `checkpoint`, then mark it done."""
+    os.makedirs(checkpoint, exist_ok=True)
+    model.save(os.path.join(checkpoint, "peer.keras"))
+    with open(os.path.join(checkpoint, "scores.json"), "w") as file:
+        json.dump(extra, file)
+    with open(os.path.join(checkpoint, "epochs.json"), "w") as file:  # written last
+        json.dump({"epochs": epochs_done}, file)
+
+
+def run_peer(train, test, epochs, valid=None, seed=0, checkpoint=None):
     """Train the peer; greedy-decode `test`; with `valid`, score it after every epoch.
 
     `seed` seeds its weights, dropout and shuffle, as `--seed` does ours.
+    With `checkpoint` (a folder, and `valid`), the peer is saved after each
+    epoch and a rerun continues after the last saved epoch: its WordPiece
+    vocabularies are fitted again (deterministic), its weights and Adam's
+    state reloaded. The shuffle order starts again from the seed, so a
+    resumed run is not bit for bit the uninterrupted one.
 
     Returns the test hypotheses, the training seconds (validation decoding
     included) and the `PeerValidation` callback (None without `valid`).
@@ -258,8 +280,18 @@ def run_peer(train, test, epochs, valid=None, seed=0):
     model.compile(keras.optimizers.Adam(p["learning_rate"]),
                   keras.losses.SparseCategoricalCrossentropy(from_logits=True, ignore_class=0),
                   jit_compile=True)
-    validation = PeerValidation(text, valid) if valid is not None else None
-    model.fit(dataset, epochs=epochs, verbose=2, callbacks=[validation] if validation else [])
+    done = 0
+    if checkpoint and os.path.exists(os.path.join(checkpoint, "epochs.json")):
+        with open(os.path.join(checkpoint, "epochs.json")) as file:
+            done = json.load(file)["epochs"]
+        loss = model.loss
+        model = keras.models.load_model(os.path.join(checkpoint, "peer.keras"))
+        # Adam's moments and step count go on with the saved optimizer.
+        model.compile(model.optimizer, loss, jit_compile=True)
+        print(f"peer: continuing from {checkpoint} after epoch {done}", flush=True)
+    validation = PeerValidation(text, valid, checkpoint) if valid is not None else None
+    model.fit(dataset, epochs=epochs, initial_epoch=done, verbose=2,
+              callbacks=[validation] if validation else [])
     seconds = time.perf_counter() - start
     return peer_translate(model, text, test.sources), seconds, validation
 
@@ -361,6 +393,10 @@ def main():
                         help="ours with its defaults also keeps its last N epoch checkpoints "
                         "(`--keep-checkpoints N`); their `keras-tf average` is scored as well")
     parser.add_argument("--skip-peer", action="store_true")
+    parser.add_argument("--skip-ours", action="store_true", help="train the peer alone")
+    parser.add_argument("--peer-checkpoint", metavar="DIR",
+                        help="with --peer-every-epoch: save the peer after each epoch, and "
+                        "continue from DIR's last epoch when it holds one")
     parser.add_argument("--peer-every-epoch", action="store_true",
                         help="score the peer on the validation split after each epoch")
     parser.add_argument("--reach", type=float, default=10.0, metavar="BLEU",
@@ -390,7 +426,7 @@ def main():
     keep = ["--keep-checkpoints", str(args.average_last)] if args.average_last else []
     variants = [("defaults", seed + keep)] + [(f"ours-{i + 1}", seed + shlex.split(extra))
                                             for i, extra in enumerate(args.ours)]
-    for name, extra in variants:
+    for name, extra in [] if args.skip_ours else variants:
         hypotheses, seconds = run_ours(name, extra, paths, args.epochs, args.out)
         label = f"{name} {' '.join(extra)}".strip()
         results[label], folders[label] = (hypotheses, seconds), name
@@ -400,7 +436,8 @@ def main():
     peer_validation = None
     if not args.skip_peer:
         hypotheses, seconds, peer_validation = run_peer(
-            train, test, args.epochs, valid if args.peer_every_epoch else None, seed=args.seed)
+            train, test, args.epochs, valid if args.peer_every_epoch else None, seed=args.seed,
+            checkpoint=args.peer_checkpoint)
         results["keras-hub peer"] = (hypotheses, seconds)
 
     print(f"\n{title}, {len(train)} training pairs, {args.epochs} epochs, "
@@ -424,7 +461,7 @@ def main():
             if name != "keras-hub peer":
                 print(f"{name}: BLEU {row['bleu'] - peer:+.2f} against the peer "
                       f"(ratio {row['bleu'] / peer if peer else float('inf'):.2f})")
-    if peer_validation is not None:
+    if peer_validation is not None and not args.skip_ours:
         from keras_tf.plots import read_history
 
         history = read_history(os.path.join(args.out, "defaults", "history.csv"))
