@@ -1,7 +1,7 @@
 """`train` under MultiWorkerMirroredStrategy and MirroredStrategy, against one process.
 
-A MirroredStrategy process over two logical CPUs and a single-process run
-train transformer_tiny on the same global batches. Two worker processes on
+One process trains transformer_tiny under MirroredStrategy over two logical
+CPUs, then again without a strategy, on the same global batches. Two worker processes on
 127.0.0.1 train the same, are killed inside epoch 2 (one worker by SIGKILL,
 the other stops) and restarted, and must end as the MirroredStrategy run,
 which must end as the single process. Every process is killed if the test's
@@ -36,7 +36,7 @@ WORKER = r"""
 import json, os, sys, time
 args = json.loads(sys.argv[1])
 strategy = args["strategy"]
-if strategy == "mirrored-2cpu":
+if strategy == "mirrored-2cpu,default":
     import tensorflow as tf
     cpu = tf.config.list_physical_devices("CPU")[0]
     tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
@@ -58,16 +58,20 @@ class Pause(keras.callbacks.Callback):
 # tokens, so the mean of the replicas' losses is the global batch's loss.
 train_data = make_reverse_task(256, min_length=6, max_length=6)
 valid_data = make_reverse_task(64, min_length=6, max_length=6, seed=1)
-model, history = train(
-    "transformer_tiny", train_data, valid_data, out_dir=args["out_dir"],
-    epochs=2, batch_size=32, learning_rate=3e-3, strategy=strategy,
-    jit_compile=False, verbose=0, backup_every=args.get("backup_every"), callbacks=[Pause()],
-)
-np.savez(os.path.join(args["result_dir"], "weights.npz"), *model.get_weights())
-with open(os.path.join(args["result_dir"], "history.json"), "w") as f:
-    json.dump(history.history, f)
-with open(os.path.join(args["result_dir"], "epochs.json"), "w") as f:
-    json.dump(history.epoch, f)
+# The mirrored process then trains without a strategy, on the first logical
+# CPU: the single-process run, without starting TensorFlow a third time.
+runs = [(strategy, "")] if isinstance(strategy, str) else [(strategy, ""), ("default", "single-")]
+for strategy, prefix in runs:
+    model, history = train(
+        "transformer_tiny", train_data, valid_data, out_dir=args["out_dir"] + prefix,
+        epochs=2, batch_size=32, learning_rate=3e-3, strategy=strategy,
+        jit_compile=False, verbose=0, backup_every=args.get("backup_every"), callbacks=[Pause()],
+    )
+    np.savez(os.path.join(args["result_dir"], prefix + "weights.npz"), *model.get_weights())
+    with open(os.path.join(args["result_dir"], prefix + "history.json"), "w") as f:
+        json.dump(history.history, f)
+    with open(os.path.join(args["result_dir"], prefix + "epochs.json"), "w") as f:
+        json.dump(history.epoch, f)
 """
 
 
@@ -114,8 +118,8 @@ def _weights(result_dir):
     return [weights[f"arr_{i}"] for i in range(len(weights.files))]
 
 
-def _history(result_dir):
-    return json.loads((result_dir / "history.json").read_text())
+def _history(result_dir, prefix=""):
+    return json.loads((result_dir / f"{prefix}history.json").read_text())
 
 
 def _finish(runs, deadline):
@@ -134,8 +138,7 @@ def test_two_workers_match_mirrored_and_one_process_and_resume_after_a_kill(tmp_
     marker = tmp_path / "paused"
     runs = {}
     try:
-        runs["mirrored"] = _start(script, tmp_path, "mirrored", "mirrored-2cpu")
-        runs["single"] = _start(script, tmp_path, "single", "default")
+        runs["mirrored"] = _start(script, tmp_path, "mirrored", "mirrored-2cpu,default")
         # The pair backs up every 3 steps; its worker 1 stops after 6 of
         # the 8 batches of epoch 2 (step 14 of the run; the last backup is
         # step 12's, epoch 1 step 4) and is killed.
@@ -197,7 +200,7 @@ def test_two_workers_match_mirrored_and_one_process_and_resume_after_a_kill(tmp_
 
     # The same global batches as one process, with the same token count in
     # every replica's share: equal up to float32 rounding of the sums.
-    single = _history(results["single"])
+    single = _history(results["mirrored"], "single-")
     for distributed in (multi_worker, _history(results["mirrored"])):
         for key in ("masked_accuracy", "val_masked_accuracy"):
             np.testing.assert_allclose(distributed[key], single[key], atol=1e-6, err_msg=key)
