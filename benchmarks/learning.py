@@ -405,6 +405,9 @@ def main():
     parser.add_argument("--replot", action="store_true",
                         help="only draw OUT/learning.png from an earlier run's results")
     args = parser.parse_args()
+    if args.peer_checkpoint and not args.peer_every_epoch:
+        parser.error("--peer-checkpoint saves the peer after each epoch's validation: "
+                     "it needs --peer-every-epoch")
     if args.replot:
         print(plot(args.out, os.path.join(args.out, "learning.png")))
         return 0
