@@ -88,10 +88,15 @@ def session(greedy_export, beam_export, xla_export, int8_export, tmp_path_factor
     return Answers(json.loads((folder / "answers.json").read_text(encoding="utf-8")))
 
 
-def assert_same_translations(response, translator, texts):
+# How far an int8 export's summed log-probability may move when one rounding of
+# an input to int8 lands a step apart (see the int8 test).
+INT8_ROUNDING = 0.05
+
+
+def assert_same_translations(response, translator, texts, atol=1e-4):
     expected = translator.translate_with_scores(texts)
     assert strings(response) == expected.texts
-    np.testing.assert_allclose(output(response, "score"), expected.scores, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(output(response, "score"), expected.scores, rtol=1e-4, atol=atol)
 
 
 def test_serving_process_never_imports_keras_tf(session):
@@ -140,10 +145,14 @@ def test_int8_export_same_strings_as_the_int8_translator(session, int8_export, g
     assert read_export_config(int8_export.export_dir)["quantization"] == "int8"
     assert read_export_config(greedy_export.export_dir)["quantization"] is None
     response = session.response("int8")
-    assert_same_translations(response, int8_export.translator, BATCH_64[:16])
+    # Keras's int8 Dense also rounds its inputs to int8, per token. The export
+    # runs without XLA and the translator with it, so an input within 1e-7 of a
+    # rounding edge can land one step apart: measured once, 0.015 on a summed
+    # log-probability of -32, the 15 others within 1e-5. The strings are equal.
+    assert_same_translations(response, int8_export.translator, BATCH_64[:16], atol=INT8_ROUNDING)
     # The float32 model of the same weights scores otherwise: the export holds int8 ones.
     float32 = greedy_export.translator.translate_with_scores(BATCH_64[:16]).scores
-    assert np.abs(output(response, "score") - float32).max() > 1e-3
+    assert np.abs(output(response, "score") - float32).max() > 2 * INT8_ROUNDING
 
 
 @pytest.mark.parametrize("key", ["greedy", "beam", "xla", "int8"])
