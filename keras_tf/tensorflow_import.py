@@ -41,8 +41,12 @@ def require_tensorflow(feature):
 # find cuda drivers..."), the banner absl prints before it is initialised, and
 # the CPU-feature note's second line. TensorFlow writes them from C++ while
 # `import tensorflow` loads its libraries, before TF_CPP_MIN_LOG_LEVEL is read.
+# On a machine with a CUDA library and no GPU, the first look at the devices
+# adds an ERROR line that only says so ("cuda_platform.cc:52] failed call to
+# cuInit: ..."); `import_quietly` looks at them while it listens.
 _START_UP_LINE = re.compile(
     r"^([IW]\d{4} \d\d:\d\d:\d+\.\d+ +\d+ [\w.]+:\d+\] |"
+    r"E\d{4} \d\d:\d\d:\d+\.\d+ +\d+ cuda_platform\.cc:\d+\] failed call to cuInit: |"
     r"WARNING: All log messages before absl::InitializeLog\(\) is called are written to STDERR$|"
     r"To enable the following instructions: )"
 )
@@ -69,7 +73,12 @@ def import_quietly(name):
         stderr_fd = os.dup(2)
         os.dup2(captured.fileno(), 2)
         try:
-            return importlib.import_module(name)
+            module = importlib.import_module(name)
+            if "tensorflow" in sys.modules:
+                # Lists the devices (CUDA's start-up) without creating them, so a
+                # script may still split its CPU into logical devices after this.
+                sys.modules["tensorflow"].config.list_physical_devices("GPU")
+            return module
         finally:
             os.dup2(stderr_fd, 2)
             os.close(stderr_fd)

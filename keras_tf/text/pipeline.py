@@ -32,6 +32,7 @@ import tensorflow as tf
 
 from keras_tf.models.config import END_ID, PAD_ID, START_ID
 from keras_tf.text.corpora import ParallelCorpus
+from keras_tf.text.ragged import concat_rows
 
 logger = logging.getLogger("keras_tf.text")
 
@@ -78,9 +79,7 @@ def frame_source(ids, max_source_length):
     """
     _check_max_length("max_source_length", max_source_length)
     ids = tf.cast(ids, tf.int32)
-    return tf.concat(
-        [ids[:, : max_source_length - 1], _column(ids.nrows(), END_ID)], axis=1
-    )
+    return concat_rows(ids[:, : max_source_length - 1], _column(ids.nrows(), END_ID))
 
 
 def frame_target(ids, max_target_length):
@@ -102,8 +101,8 @@ def frame_target(ids, max_target_length):
     """
     _check_max_length("max_target_length", max_target_length)
     ids = tf.cast(ids, tf.int32)[:, : max_target_length - 1]
-    decoder_tokens = tf.concat([_column(ids.nrows(), START_ID), ids], axis=1)
-    labels = tf.concat([ids, _column(ids.nrows(), END_ID)], axis=1)
+    decoder_tokens = concat_rows(_column(ids.nrows(), START_ID), ids)
+    labels = concat_rows(ids, _column(ids.nrows(), END_ID))
     return decoder_tokens, labels
 
 

@@ -45,6 +45,7 @@ import tensorflow_text as tf_text
 from sentencepiece import sentencepiece_model_pb2
 
 from keras_tf.models.config import END_ID, PAD_ID, RESERVED_TOKENS, START_ID, UNK_ID
+from keras_tf.text.ragged import concat_rows
 
 # What `Seq2SeqTokenizers.train` learns; an imported checkpoint may also bring a
 # "sentencepiece_vocabulary" (SentencePieceVocabularyTokenizer).
@@ -327,7 +328,7 @@ class SentencePieceVocabularyTokenizer:
         tags = tf.RaggedTensor.from_row_lengths(
             tf.boolean_mask(tag, tagged), tf.cast(tagged, tf.int64)
         )
-        pieces = tf.concat([tags, pieces], axis=1)
+        pieces = concat_rows(tags, pieces)
         return tf.ragged.map_flat_values(self._lookup, pieces)
 
     def detokenize(self, ids):

@@ -7,6 +7,7 @@ import pytest
 import tensorflow as tf
 
 from keras_tf.models.config import END_ID, PAD_ID, START_ID
+from keras_tf.text.ragged import concat_rows
 from keras_tf.text import (
     ParallelCorpus,
     Seq2SeqPreprocessor,
@@ -377,3 +378,19 @@ def test_token_budget_is_checked(corpus, tokenizers):
         build(corpus, tokenizers, batch_size=None, batch_tokens=20)
     with pytest.raises(ValueError, match="received batch_size=16, batch_tokens=64"):
         build(corpus, tokenizers, batch_tokens=64)
+
+
+@pytest.mark.parametrize("dtype", [tf.int32, tf.string])
+def test_concat_rows_equals_tf_concat(dtype):
+    rng = np.random.default_rng(0)
+    for rows in (0, 1, 5, 17):
+        parts = []
+        for _ in range(2):
+            lengths = rng.integers(0, 4, size=rows)  # empty rows included
+            values = rng.integers(0, 100, size=int(lengths.sum()))
+            values = values.astype(str) if dtype == tf.string else values.astype(np.int32)
+            parts.append(tf.RaggedTensor.from_row_lengths(tf.constant(values, dtype), lengths))
+        expected = tf.concat(parts, axis=1)
+        got = concat_rows(*parts)
+        assert got.to_list() == expected.to_list()
+        assert got.dtype == dtype and got.nrows() == rows
