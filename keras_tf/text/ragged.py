@@ -28,19 +28,16 @@ def concat_rows(first, second):
     splits_dtype = first.row_splits.dtype
     second = second.with_row_splits_dtype(splits_dtype)
     lengths = first.row_lengths() + second.row_lengths()
-    starts = tf.concat([tf.zeros([1], splits_dtype), tf.cumsum(lengths)[:-1]], axis=0)
+    starts = tf.cumsum(lengths, exclusive=True)  # where each result row begins
 
     def positions(part, offset):
-        # Where each of `part`'s values goes in the result's flat values.
-        rows = part.value_rowids()
-        within = tf.range(tf.size(part.values, out_type=splits_dtype)) - tf.gather(
-            part.row_splits, rows
-        )
-        return tf.gather(starts + offset, rows) + within
+        # Where each of `part`'s values goes in the result's flat values: its
+        # row's start, plus `offset` within that row, plus its index in its row.
+        shift = starts + offset - part.row_splits[:-1]
+        index = tf.range(tf.size(part.values, out_type=splits_dtype))
+        return tf.gather(shift, part.value_rowids()) + index
 
-    order = tf.concat(
-        [positions(first, 0), positions(second, first.row_lengths())], axis=0
-    )
+    order = tf.concat([positions(first, 0), positions(second, first.row_lengths())], axis=0)
     values = tf.gather(
         tf.concat([first.values, second.values], axis=0), tf.math.invert_permutation(order)
     )
