@@ -217,7 +217,8 @@ class PeerValidation(keras.callbacks.Callback):
 
     Scored as ours is (`corpus_scores`, greedy), into `self.scores`
     (`{"bleu": [...], "chrf": [...]}`, one value per epoch); the decoding
-    time is kept in `self.seconds`.
+    time is kept in `self.seconds`. With `valid` None it only saves the
+    peer to `checkpoint` after each epoch.
     """
 
     def __init__(self, text, valid, checkpoint=None):
@@ -231,14 +232,15 @@ class PeerValidation(keras.callbacks.Callback):
             self.scores, self.seconds = saved["scores"], saved["seconds"]
 
     def on_epoch_end(self, epoch, logs=None):
-        start = time.perf_counter()
-        hypotheses = peer_translate(self.model, self.text, self.valid.sources)
-        bleu, chrf = corpus_scores(hypotheses, self.valid.targets)
-        self.seconds += time.perf_counter() - start
-        self.scores["bleu"].append(round(bleu.score, 2))
-        self.scores["chrf"].append(round(chrf.score, 2))
-        print(f"peer epoch {epoch + 1}: validation BLEU {bleu.score:.2f}, chrF {chrf.score:.2f}",
-              flush=True)
+        if self.valid is not None:
+            start = time.perf_counter()
+            hypotheses = peer_translate(self.model, self.text, self.valid.sources)
+            bleu, chrf = corpus_scores(hypotheses, self.valid.targets)
+            self.seconds += time.perf_counter() - start
+            self.scores["bleu"].append(round(bleu.score, 2))
+            self.scores["chrf"].append(round(chrf.score, 2))
+            print(f"peer epoch {epoch + 1}: validation BLEU {bleu.score:.2f}, "
+                  f"chrF {chrf.score:.2f}", flush=True)
         if self.checkpoint:
             save_peer(self.model, self.checkpoint, epoch + 1,
                       {"scores": self.scores, "seconds": self.seconds})
@@ -258,8 +260,9 @@ def run_peer(train, test, epochs, valid=None, seed=0, checkpoint=None):
     """Train the peer; greedy-decode `test`; with `valid`, score it after every epoch.
 
     `seed` seeds its weights, dropout and shuffle, as `--seed` does ours.
-    With `checkpoint` (a folder, and `valid`), the peer is saved after each
-    epoch and a rerun continues after the last saved epoch: its WordPiece
+    With `checkpoint` (a folder), the peer is saved after each epoch (and
+    after its validation, with `valid`) and a rerun continues after the last
+    saved epoch: its WordPiece
     vocabularies are fitted again (deterministic), its weights and Adam's
     state reloaded. The shuffle order starts again from the seed, so a
     resumed run is not bit for bit the uninterrupted one.
@@ -289,10 +292,11 @@ def run_peer(train, test, epochs, valid=None, seed=0, checkpoint=None):
         # Adam's moments and step count go on with the saved optimizer.
         model.compile(model.optimizer, loss, jit_compile=True)
         print(f"peer: continuing from {checkpoint} after epoch {done}", flush=True)
-    validation = PeerValidation(text, valid, checkpoint) if valid is not None else None
+    callback = PeerValidation(text, valid, checkpoint) if valid is not None or checkpoint else None
     model.fit(dataset, epochs=epochs, initial_epoch=done, verbose=2,
-              callbacks=[validation] if validation else [])
+              callbacks=[callback] if callback else [])
     seconds = time.perf_counter() - start
+    validation = callback if valid is not None else None
     return peer_translate(model, text, test.sources), seconds, validation
 
 
@@ -395,8 +399,10 @@ def main():
     parser.add_argument("--skip-peer", action="store_true")
     parser.add_argument("--skip-ours", action="store_true", help="train the peer alone")
     parser.add_argument("--peer-checkpoint", metavar="DIR",
-                        help="with --peer-every-epoch: save the peer after each epoch, and "
-                        "continue from DIR's last epoch when it holds one")
+                        help="save the peer after each epoch, and continue from DIR's last "
+                        "epoch when it holds one (with --peer-every-epoch, after its "
+                        "validation; without, the 10-epoch Bible peer trains in about "
+                        "13 instead of 17 minutes an epoch on 2 cores)")
     parser.add_argument("--peer-every-epoch", action="store_true",
                         help="score the peer on the validation split after each epoch")
     parser.add_argument("--reach", type=float, default=10.0, metavar="BLEU",
@@ -405,9 +411,6 @@ def main():
     parser.add_argument("--replot", action="store_true",
                         help="only draw OUT/learning.png from an earlier run's results")
     args = parser.parse_args()
-    if args.peer_checkpoint and not args.peer_every_epoch:
-        parser.error("--peer-checkpoint saves the peer after each epoch's validation: "
-                     "it needs --peer-every-epoch")
     if args.replot:
         print(plot(args.out, os.path.join(args.out, "learning.png")))
         return 0
