@@ -29,6 +29,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
@@ -94,12 +95,23 @@ class ServingProcess:
             [sys.executable, __file__, "--serve", json.dumps(exports)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
             text=True,
             env=dict(os.environ, PYTHONPATH=""),
         )
+        # The process may import only tensorflow and tensorflow_text, so its
+        # stderr comes through here, without TensorFlow's start-up lines.
+        threading.Thread(target=self._pass_on_stderr, daemon=True).start()
         ready = json.loads(self.process.stdout.readline())
         if ready["forbidden_modules"]:
             raise RuntimeError(f"the serving process imported {ready['forbidden_modules']}")
+
+    def _pass_on_stderr(self):
+        from keras_tf.tensorflow_import import is_start_up_line
+
+        for line in self.process.stderr:
+            if not is_start_up_line(line):
+                sys.stderr.write(line)
 
     def time_calls(self, export, texts, calls):
         request = {"export": export, "texts": texts, "calls": calls}
@@ -122,6 +134,7 @@ def main():
     parser.add_argument("--keep", help="write the exports here instead of a temporary folder")
     args = parser.parse_args()
 
+    import keras_tf  # noqa: F401  first: TensorFlow's start-up lines kept off stderr
     import keras
     import numpy as np
 

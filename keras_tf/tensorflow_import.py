@@ -52,6 +52,21 @@ _START_UP_LINE = re.compile(
 )
 
 
+def is_start_up_line(line):
+    """Whether `line` is one of TensorFlow's C++ start-up lines, which `import_quietly` drops.
+
+    For a process that may not import keras_tf (a serving process, say):
+    its parent can pass its stderr on without them.
+
+    Example:
+        >>> is_start_up_line("I0000 00:00:1796224041.141565   13619 port.cc:153] oneDNN custom ...")
+        True
+        >>> is_start_up_line("Traceback (most recent call last):")
+        False
+    """
+    return bool(_START_UP_LINE.match(line))
+
+
 def import_quietly(name):
     """Import module `name` with TensorFlow's C++ start-up lines kept off stderr.
 
@@ -84,5 +99,5 @@ def import_quietly(name):
             os.close(stderr_fd)
             captured.seek(0)
             lines = captured.read().decode("utf-8", "replace").splitlines(keepends=True)
-            sys.stderr.write("".join(line for line in lines if not _START_UP_LINE.match(line)))
+            sys.stderr.write("".join(line for line in lines if not is_start_up_line(line)))
             sys.stderr.flush()
