@@ -260,11 +260,10 @@ def run_peer(train, test, epochs, valid=None, seed=0, checkpoint=None):
     """Train the peer; greedy-decode `test`; with `valid`, score it after every epoch.
 
     `seed` seeds its weights, dropout and shuffle, as `--seed` does ours.
-    With `checkpoint` (a folder), the peer is saved after each epoch (and
-    after its validation, with `valid`) and a rerun continues after the last
-    saved epoch: its WordPiece
-    vocabularies are fitted again (deterministic), its weights and Adam's
-    state reloaded. The shuffle order starts again from the seed, so a
+    With `checkpoint` (a folder), the peer is saved after each epoch (after
+    its validation, with `valid`) and a rerun continues after the last saved
+    epoch: its WordPiece vocabularies are fitted again (deterministic), its
+    weights and Adam's state reloaded. The shuffle order starts again from the seed, so a
     resumed run is not bit for bit the uninterrupted one.
 
     Returns the test hypotheses, the training seconds (validation decoding

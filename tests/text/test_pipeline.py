@@ -7,7 +7,6 @@ import pytest
 import tensorflow as tf
 
 from keras_tf.models.config import END_ID, PAD_ID, START_ID
-from keras_tf.text.ragged import concat_rows
 from keras_tf.text import (
     ParallelCorpus,
     Seq2SeqPreprocessor,
@@ -22,6 +21,7 @@ from keras_tf.text import (
     overlong_stats,
     padding_fraction,
 )
+from keras_tf.text.ragged import concat_rows
 
 MAX_SOURCE, MAX_TARGET = 24, 20
 
