@@ -184,6 +184,16 @@ class Seq2SeqBackbone(keras.Model):
 
     # --- sub-models for decoding, built from the same layers ---
 
+    # The properties below that build a sub-model on first read. Keras's
+    # `.keras` saving and loading read every name `dir(model)` lists, which
+    # built all of them on every save and load (1 to 2 s of a symbolic pass
+    # per sub-model on transformer_small, for weights the file holds
+    # already under `layers/`), so `dir` leaves them out.
+    _SUBMODEL_PROPERTIES = ("encoder", "cross_attention_cache")
+
+    def __dir__(self):
+        return [name for name in super().__dir__() if name not in self._SUBMODEL_PROPERTIES]
+
     @property
     def encoder(self):
         """Functional model: encoder_tokens `[batch, S]` → memory `[batch, S, d_model]`."""

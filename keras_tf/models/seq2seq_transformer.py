@@ -153,6 +153,10 @@ class Seq2SeqTransformer(Seq2SeqBackbone):
             for i in range(c.num_decoder_layers)
         ]
 
+    _SUBMODEL_PROPERTIES = Seq2SeqBackbone._SUBMODEL_PROPERTIES + (
+        "decoder_step", "beam_decoder_step", "attention_probe",
+    )
+
     @property
     def decoder_step(self):
         """Functional model for one cached decoding step.

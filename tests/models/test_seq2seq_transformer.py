@@ -97,6 +97,24 @@ def test_decoding_sub_models_share_the_training_weights():
         assert sub.weights and {id(w) for w in sub.weights} <= ids
 
 
+
+def test_save_and_load_build_no_decoding_sub_model_and_keep_every_weight(tmp_path):
+    # Keras's saving reads every name dir() lists; the sub-model properties
+    # would each build a functional model there (seconds), for no weight.
+    model = Seq2SeqTransformer(TINY)
+    model.save(tmp_path / "m.keras")
+    assert model._submodels == {}
+    reloaded = keras.models.load_model(tmp_path / "m.keras")
+    assert reloaded._submodels == {}
+    assert [w.path for w in reloaded.weights] == [w.path for w in model.weights]
+    for mine, theirs in zip(model.get_weights(), reloaded.get_weights()):
+        np.testing.assert_array_equal(mine, theirs)
+    # Still there to read, and built from the reloaded layers on first use.
+    ids = {id(w) for w in reloaded.weights}
+    for name in Seq2SeqTransformer._SUBMODEL_PROPERTIES:
+        assert {id(w) for w in getattr(reloaded, name).weights} <= ids, name
+    assert sorted(reloaded._submodels) == sorted(Seq2SeqTransformer._SUBMODEL_PROPERTIES)
+
 @pytest.mark.parametrize("norm_first", [False, True])
 def test_step_by_step_decoding_equals_the_full_pass(norm_first):
     model = Seq2SeqTransformer(TINY.replace(norm_first=norm_first))
