@@ -227,8 +227,6 @@ class Seq2SeqTranslator(keras.Model):
                 .batch(TOKENIZE_BATCH_SIZE)
                 .map(self.preprocessor.tokenize)
                 .unbatch()
-                # A known cardinality (unbatch loses it), for model.fit's epochs.
-                .apply(tf.data.experimental.assert_cardinality(len(sources)))
                 .cache()
             )
             if shuffle:
