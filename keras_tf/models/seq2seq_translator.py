@@ -52,8 +52,6 @@ PRESET_FORMAT_VERSION = 1
 # warm-up assumed 25,000-token batches and never peaks in a short run).
 DEFAULT_LEARNING_RATE = 5e-4
 DEFAULT_BATCH_SIZE = 32
-# Pairs a tokenizer call takes when `fit` tokenizes a list of pairs.
-TOKENIZE_BATCH_SIZE = 1024
 
 
 @dataclasses.dataclass
@@ -218,31 +216,19 @@ class Seq2SeqTranslator(keras.Model):
                     f"x and y must have one target per source; received {len(sources)} "
                     f"sources and {len(targets)} targets"
                 )
-            # Tokenized once, on the first epoch, and cached: each epoch's
-            # iterator then instantiates only the framing map, not the
-            # tokenizers' graph (TensorFlow optimizes a map's function anew
-            # for every iterator: about 0.2-0.5 s an epoch for tokenization).
-            dataset = (
-                tf.data.Dataset.from_tensor_slices((sources, targets))
-                .batch(TOKENIZE_BATCH_SIZE)
-                .map(self.preprocessor.tokenize)
-                .unbatch()
-                .cache()
-            )
+            dataset = tf.data.Dataset.from_tensor_slices((sources, targets))
             if shuffle:
                 dataset = dataset.shuffle(
                     len(sources), seed=seed, reshuffle_each_iteration=True
                 )
-            frame = self.preprocessor.frame
-            dataset = dataset.ragged_batch(batch_size)
+            dataset = dataset.batch(batch_size)
         else:
             dataset = x
             if len(dataset.element_spec[0].shape) == 0:  # unbatched pairs
                 dataset = dataset.batch(batch_size)
-            frame = self.preprocessor
         # Padded to the decoding buckets: a few shapes, so a few XLA programs.
         dataset = dataset.map(
-            lambda *pair: self.preprocessor.bucketed(*frame(*pair)),
+            lambda sources, targets: self.preprocessor.bucketed(*self.preprocessor(sources, targets)),
             num_parallel_calls=tf.data.AUTOTUNE,
         )
         return dataset.prefetch(tf.data.AUTOTUNE), None, None

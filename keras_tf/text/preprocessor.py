@@ -144,19 +144,8 @@ class Seq2SeqPreprocessor:
             int32 tensors `[batch, S]`, `[batch, T]` and labels `[batch, T]`,
             padded with 0, as `keras_tf.text.make_dataset` frames them.
         """
-        return self.frame(*self.tokenize(sources, targets))
-
-    def tokenize(self, sources, targets):
-        """String pairs to ids: int32 ragged `[batch, (tokens)]` each, no END.
-
-        The first half of `__call__`: `Seq2SeqTranslator.fit` tokenizes a
-        list of pairs once and frames the cached ids every epoch.
-        """
-        return self.source_ids(sources), self.tokenizers.tokenize_target(clean_text(targets))
-
-    def frame(self, source_ids, target_ids):
-        """The second half of `__call__`: ids from `tokenize` to a padded training batch."""
-        encoder_tokens = self.encoder_tokens(source_ids)
+        encoder_tokens = self.encoder_tokens(self.source_ids(sources))
+        target_ids = self.tokenizers.tokenize_target(clean_text(targets))
         decoder_tokens, labels = frame_target(target_ids, self.max_target_length)
         inputs = {
             "encoder_tokens": encoder_tokens,

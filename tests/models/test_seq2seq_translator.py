@@ -157,36 +157,6 @@ def test_fit_takes_a_dataset_of_string_pairs_and_token_ids(trained):
     assert translator.score(sources, targets).sum() > before
 
 
-def test_string_lists_give_the_preprocessors_batches_from_cached_ids():
-    import tensorflow as tf
-
-    sources, targets = make_pairs(40, seed=5)
-    sources[3], targets[7] = "", "rouge " * 30  # an empty source; a target cut to length
-    tokenizers = Seq2SeqTokenizers.train(sources, targets, vocabulary_size=40)
-    translator = Seq2SeqTranslator.from_preset(
-        "transformer_tiny", tokenizers=tokenizers, max_source_length=8, max_target_length=8
-    )
-    dataset, _, _ = translator._as_dataset(sources, targets, 6, True, 3)
-    # The same shuffle of the strings, each batch through the whole preprocessor.
-    preprocessor = translator.preprocessor
-    expected = (
-        tf.data.Dataset.from_tensor_slices((sources, targets))
-        .shuffle(len(sources), seed=3, reshuffle_each_iteration=True)
-        .batch(6)
-        .map(lambda s, t: preprocessor.bucketed(*preprocessor(s, t)))
-    )
-    epochs = [list(dataset), list(dataset)]  # two epochs: reshuffled, from the cache
-    for got in epochs:
-        want = list(expected)
-        assert len(got) == len(want) == 7
-        for (inputs, labels), (inputs_want, labels_want) in zip(got, want):
-            for key in ("encoder_tokens", "decoder_tokens"):
-                np.testing.assert_array_equal(inputs[key], inputs_want[key])
-            np.testing.assert_array_equal(labels, labels_want)
-    first, second = (np.concatenate([b[0]["encoder_tokens"][:, 0] for b in e]) for e in epochs)
-    assert not np.array_equal(first, second)  # each epoch its own order
-
-
 def test_from_preset_name_builds_the_untrained_architecture():
     tokenizers = Seq2SeqTokenizers.train(*make_pairs(64, seed=4), vocabulary_size=40)
     translator = Seq2SeqTranslator.from_preset("transformer_small", tokenizers=tokenizers)
