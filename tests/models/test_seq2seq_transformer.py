@@ -97,7 +97,6 @@ def test_decoding_sub_models_share_the_training_weights():
         assert sub.weights and {id(w) for w in sub.weights} <= ids
 
 
-
 def test_save_and_load_build_no_decoding_sub_model_and_keep_every_weight(tmp_path):
     # Keras's saving reads every name dir() lists; the sub-model properties
     # would each build a functional model there (seconds), for no weight.
@@ -114,6 +113,7 @@ def test_save_and_load_build_no_decoding_sub_model_and_keep_every_weight(tmp_pat
     for name in Seq2SeqTransformer._SUBMODEL_PROPERTIES:
         assert {id(w) for w in getattr(reloaded, name).weights} <= ids, name
     assert sorted(reloaded._submodels) == sorted(Seq2SeqTransformer._SUBMODEL_PROPERTIES)
+
 
 @pytest.mark.parametrize("norm_first", [False, True])
 def test_step_by_step_decoding_equals_the_full_pass(norm_first):
