@@ -36,8 +36,8 @@ class ListsEverything(Seq2SeqTransformer):
 
 def cpu_seconds(function):
     start = time.process_time()
-    result = function()
-    return time.process_time() - start, result
+    function()
+    return time.process_time() - start
 
 
 def main(argv=None):
@@ -55,8 +55,8 @@ def main(argv=None):
         for name, build in builders.items():
             path = os.path.join(folder, "model.keras")
             model = build()  # a fresh model: a sub-model, once built, is kept
-            save, _ = cpu_seconds(lambda: model.save(path))
-            load, _ = cpu_seconds(
+            save = cpu_seconds(lambda: model.save(path))
+            load = cpu_seconds(
                 lambda: keras.models.load_model(
                     path, custom_objects={"ListsEverything": ListsEverything}
                 )
