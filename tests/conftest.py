@@ -34,16 +34,6 @@ import keras_tf  # noqa: E402,F401  (first: TensorFlow's C++ start-up lines kept
 import keras  # noqa: E402
 import pytest  # noqa: E402
 
-if keras.backend.backend() == "tensorflow":
-    import tensorflow as tf  # noqa: E402
-
-    # Grappler rewrites each traced function before TensorFlow runs it; under
-    # `jit_compile=True` XLA then optimizes the same graph again. Off for the
-    # suite's processes (not the ones the tests start, which run as users
-    # do): measured on the fitted translator fixture, 12 % less CPU, the same
-    # losses to four places and the same translations.
-    tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": True})
-
 
 @pytest.fixture(autouse=True)
 def _fresh_keras_state():

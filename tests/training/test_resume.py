@@ -18,7 +18,6 @@ import sys
 import keras
 import numpy as np
 import pytest
-import tensorflow as tf
 
 import keras_tf.training  # noqa: F401  (registers the loss and metric for load_model)
 from keras_tf.models import Seq2SeqTransformer, get_preset
@@ -39,9 +38,6 @@ RUN = r"""
 import json, logging, os, signal, sys
 args = json.loads(sys.argv[1])
 import keras, numpy as np
-import tensorflow as tf
-# Grappler as in the test process, which trains the reference (tests/conftest.py).
-tf.config.optimizer.set_experimental_options(args["optimizer_options"])
 from keras_tf.training import make_reverse_task
 from keras_tf.training.trainer import train
 logging.basicConfig(level=logging.INFO, format="%(message)s")
@@ -88,10 +84,7 @@ class Run:
 
     def start(self, **extra):
         env = {k: v for k, v in os.environ.items() if k != "TF_CONFIG"}
-        args = {
-            "out_dir": str(self.out_dir), "config": CONFIG, "train": self.train_args,
-            "optimizer_options": tf.config.optimizer.get_experimental_options(), **extra,
-        }
+        args = {"out_dir": str(self.out_dir), "config": CONFIG, "train": self.train_args, **extra}
         return subprocess.Popen(
             [sys.executable, str(self.script), json.dumps(args)],
             env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
