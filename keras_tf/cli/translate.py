@@ -59,10 +59,13 @@ def run(args):
         if args.n_best:
             from keras_tf.serving.batch_translation import format_n_best, n_best_in_batches
 
-            results = n_best_in_batches(translator, batch, batch_size, args.n_best)
+            results = n_best_in_batches(
+                translator, batch, batch_size, args.n_best, pad_remainder=done > 0
+            )
             lines = format_n_best(results, start=done)
         else:
-            lines = translate_in_batches(translator, batch, batch_size)
+            # A short last chunk of stdin reuses the full chunks' program.
+            lines = translate_in_batches(translator, batch, batch_size, pad_remainder=done > 0)
         for line in lines:
             sys.stdout.write(line + "\n")
         sys.stdout.flush()

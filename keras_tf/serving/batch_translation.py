@@ -4,7 +4,28 @@ import contextlib
 import sys
 
 
-def translate_in_batches(translator, texts, batch_size, progress=False):
+def _batches(texts, batch_size, pad_remainder):
+    """Indices of `texts`, shortest first, `batch_size` at a time; each with the texts to send.
+
+    A short last batch repeats its longest text up to `batch_size` when
+    `pad_remainder` is true (by default, when a full batch comes before it):
+    XLA compiles one decoding program per (batch size, source bucket), and
+    the remainder would otherwise add one of its own. A repeated row decodes
+    as the row it copies, so the batch stops when it would have; the copies'
+    outputs are dropped.
+    """
+    order = sorted(range(len(texts)), key=lambda index: len(texts[index]))
+    batches = [order[start : start + batch_size] for start in range(0, len(order), batch_size)]
+    if pad_remainder is None:
+        pad_remainder = len(batches) > 1
+    for batch in batches:
+        sent = [texts[index] for index in batch]
+        if pad_remainder:
+            sent += sent[-1:] * (batch_size - len(sent))
+        yield batch, sent
+
+
+def translate_in_batches(translator, texts, batch_size, progress=False, pad_remainder=None):
     """Translate `texts`, `batch_size` at a time, shortest first; return them in input order.
 
     Sorting by length puts sentences of one source bucket in a batch, so a
@@ -20,21 +41,24 @@ def translate_in_batches(translator, texts, batch_size, progress=False):
             stderr is a terminal; otherwise (a log file) one plain line at
             the end, since the bar's cursor moves and colours would fill
             the file with escape codes.
+        pad_remainder: send a short last batch as `batch_size` rows, its
+            longest text repeated, so that it reuses the full batches'
+            compiled program. Defaults to `None`: when there is more than
+            one batch.
 
     Returns:
         list of `str`, one line each.
     """
     import keras
 
-    order = sorted(range(len(texts)), key=lambda index: len(texts[index]))
-    batches = [order[start : start + batch_size] for start in range(0, len(order), batch_size)]
+    batches = list(_batches(texts, batch_size, pad_remainder))
     translations = [""] * len(texts)
     on_terminal = hasattr(sys.stderr, "isatty") and sys.stderr.isatty()
     # Progbar writes to sys.stdout; stdout is kept for the results.
     with contextlib.redirect_stdout(sys.stderr):
         bar = keras.utils.Progbar(len(batches), unit_name="batch") if progress and on_terminal else None
-        for done, batch in enumerate(batches, start=1):
-            outputs = translator.translate([texts[index] for index in batch])
+        for done, (batch, sent) in enumerate(batches, start=1):
+            outputs = translator.translate(sent)
             for index, text in zip(batch, outputs):
                 translations[index] = " ".join(text.splitlines())
             if bar is not None:
@@ -44,7 +68,7 @@ def translate_in_batches(translator, texts, batch_size, progress=False):
     return translations
 
 
-def n_best_in_batches(translator, texts, batch_size, n):
+def n_best_in_batches(translator, texts, batch_size, n, pad_remainder=None):
     """The `n` best translations of each of `texts` with their scores, in input order.
 
     Args:
@@ -52,15 +76,14 @@ def n_best_in_batches(translator, texts, batch_size, n):
         texts: list of `str`.
         batch_size: sentences per call.
         n: hypotheses per sentence, at most the translator's beam size.
+        pad_remainder: as for `translate_in_batches`.
 
     Returns:
         list (one per text) of `n` `(translation, score)` pairs, best first.
     """
-    order = sorted(range(len(texts)), key=lambda index: len(texts[index]))
     results = [None] * len(texts)
-    for start in range(0, len(order), batch_size):
-        batch = order[start : start + batch_size]
-        out = translator.translate_n_best([texts[index] for index in batch], n)
+    for batch, sent in _batches(texts, batch_size, pad_remainder):
+        out = translator.translate_n_best(sent, n)
         for index, hypotheses, scores in zip(batch, out.texts, out.scores):
             results[index] = [
                 (" ".join(text.splitlines()), float(score))

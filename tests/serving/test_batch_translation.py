@@ -26,7 +26,26 @@ class Terminal(io.StringIO):
 def test_results_come_back_in_input_order():
     translator = Upper()
     assert translate_in_batches(translator, TEXTS, 2) == [text.upper() for text in TEXTS]
-    assert translator.batches == [2, 2, 1]
+    # The short last batch went out as 2 rows (one compiled shape), its copy dropped.
+    assert translator.batches == [2, 2, 2]
+
+
+def test_the_remainder_repeats_its_longest_text_only_after_a_full_batch():
+    translator = Upper()
+    translator.translate = lambda texts: translator.batches.append(list(texts)) or [
+        text.upper() for text in texts
+    ]
+    assert translate_in_batches(translator, TEXTS, 3) == [text.upper() for text in TEXTS]
+    assert translator.batches == [["", "a", "a b"], ["a b c", "a b c d", "a b c d"]]
+    translator.batches = []
+    translate_in_batches(translator, TEXTS, 3, pad_remainder=False)
+    assert translator.batches == [["", "a", "a b"], ["a b c", "a b c d"]]
+    translator.batches = []  # one batch: nothing compiled to share, nothing padded
+    translate_in_batches(translator, TEXTS[:2], 3)
+    assert translator.batches == [["a", "a b c"]]
+    translator.batches = []  # a later chunk of a stream (keras-tf translate)
+    translate_in_batches(translator, TEXTS[:2], 3, pad_remainder=True)
+    assert translator.batches == [["a", "a b c", "a b c"]]
 
 
 def test_a_log_file_gets_one_plain_line_and_no_escape_codes(monkeypatch):
