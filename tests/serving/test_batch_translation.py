@@ -1,20 +1,23 @@
-"""`translate_in_batches`: input order kept, and a progress report that suits where stderr goes."""
+"""`translate_in_batches`: input order kept, a padded remainder, and a progress report that suits where stderr goes."""
 
 import io
 
-from keras_tf.serving.batch_translation import translate_in_batches
+import numpy as np
+
+from keras_tf.serving.batch_translation import n_best_in_batches, translate_in_batches
+from tests.serving.conftest import sentences
 
 TEXTS = ["a b c", "a", "a b", "", "a b c d"]
 
 
 class Upper:
-    """A translator stand-in: each text upper-cased, the batch sizes it saw kept."""
+    """A translator stand-in: each text upper-cased, the batches it was sent kept."""
 
     def __init__(self):
         self.batches = []
 
     def translate(self, texts):
-        self.batches.append(len(texts))
+        self.batches.append(list(texts))
         return [text.upper() for text in texts]
 
 
@@ -27,14 +30,11 @@ def test_results_come_back_in_input_order():
     translator = Upper()
     assert translate_in_batches(translator, TEXTS, 2) == [text.upper() for text in TEXTS]
     # The short last batch went out as 2 rows (one compiled shape), its copy dropped.
-    assert translator.batches == [2, 2, 2]
+    assert [len(batch) for batch in translator.batches] == [2, 2, 2]
 
 
 def test_the_remainder_repeats_its_longest_text_only_after_a_full_batch():
     translator = Upper()
-    translator.translate = lambda texts: translator.batches.append(list(texts)) or [
-        text.upper() for text in texts
-    ]
     assert translate_in_batches(translator, TEXTS, 3) == [text.upper() for text in TEXTS]
     assert translator.batches == [["", "a", "a b"], ["a b c", "a b c d", "a b c d"]]
     translator.batches = []
@@ -46,6 +46,24 @@ def test_the_remainder_repeats_its_longest_text_only_after_a_full_batch():
     translator.batches = []  # a later chunk of a stream (keras-tf translate)
     translate_in_batches(translator, TEXTS[:2], 3, pad_remainder=True)
     assert translator.batches == [["a", "a b c", "a b c"]]
+
+
+def test_a_padded_remainder_translates_as_sent_alone(greedy_export, beam_export):
+    # 11 sentences, 4 a batch: the last 3 go out as 4 rows, or as 3 (one more program).
+    texts = sentences(11, seed=9)
+    greedy = greedy_export.translator
+    assert translate_in_batches(greedy, texts, 4) == translate_in_batches(
+        greedy, texts, 4, pad_remainder=False
+    )
+    padded, alone = (
+        n_best_in_batches(beam_export.translator, texts, 4, 2, pad_remainder=pad)
+        for pad in (True, False)
+    )
+    assert [[text for text, _ in row] for row in padded] == [[text for text, _ in row] for row in alone]
+    np.testing.assert_allclose(
+        [[score for _, score in row] for row in padded],
+        [[score for _, score in row] for row in alone], rtol=0, atol=1e-5,
+    )
 
 
 def test_a_log_file_gets_one_plain_line_and_no_escape_codes(monkeypatch):
