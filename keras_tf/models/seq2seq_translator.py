@@ -84,7 +84,7 @@ def _is_text(values):
 class Seq2SeqTranslator(keras.Model):
     """A translator: the backbone, its preprocessor and its decoding settings.
 
-    `fit` takes string pairs (or token ids), `generate` takes strings and
+    `fit` and `evaluate` take string pairs (or token ids), `generate` takes strings and
     returns strings (or ids and returns ids), `score` gives the
     teacher-forced log-probability of given translations. Load one with
     `from_preset` and write one with `save_to_preset`.
@@ -205,7 +205,7 @@ class Seq2SeqTranslator(keras.Model):
         if not (text_pairs or dataset_of_text):
             return x, y, batch_size
         self._text_preprocessor()
-        tf = require_tensorflow("Seq2SeqTranslator on text (fit, evaluate, predict)")
+        tf = require_tensorflow("Seq2SeqTranslator on text (fit, evaluate)")
 
         batch_size = batch_size or DEFAULT_BATCH_SIZE
         if text_pairs:
@@ -268,6 +268,40 @@ class Seq2SeqTranslator(keras.Model):
         return super().fit(
             x, y, batch_size=batch_size, validation_data=validation_data, shuffle=shuffle, **kwargs
         )
+
+    def evaluate(self, x=None, y=None, batch_size=None, **kwargs):
+        """`keras.Model.evaluate` that also takes text, batched as `fit` batches it.
+
+        Args:
+            x: source strings (with target strings as `y`), a `tf.data` of
+                `(source, target)` string pairs (batched or not), or what
+                `keras.Model.evaluate` takes.
+            y: target strings, or labels.
+            batch_size: pairs per batch for text. Defaults to 32.
+            **kwargs: passed to `keras.Model.evaluate` (`return_dict`, ...).
+
+        Returns:
+            What `keras.Model.evaluate` returns: the loss and the metrics of
+            `compile` (`fit`'s defaults when not compiled yet).
+        """
+        if not self.compiled:
+            self.compile()
+        x, y, batch_size = self._as_dataset(x, y, batch_size, False, None)
+        return super().evaluate(x, y, batch_size=batch_size, **kwargs)
+
+    def predict(self, x, *args, **kwargs):
+        """`keras.Model.predict`: teacher-forced logits of token ids.
+
+        Text has no decoder input to force, so strings are refused with a
+        pointer to `generate` (translations) and `score` (log-probabilities).
+        """
+        if _is_text(x):
+            raise ValueError(
+                "Seq2SeqTranslator.predict returns teacher-forced logits and takes token ids "
+                '({"encoder_tokens", "decoder_tokens"}); for strings, use generate(sources) '
+                "to translate or score(sources, targets) for log-probabilities"
+            )
+        return super().predict(x, *args, **kwargs)
 
     # --- inference ---
 

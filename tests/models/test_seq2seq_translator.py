@@ -157,6 +157,28 @@ def test_fit_takes_a_dataset_of_string_pairs_and_token_ids(trained):
     assert translator.score(sources, targets).sum() > before
 
 
+def test_evaluate_takes_strings_as_fit_does_and_predict_says_what_takes_them(trained):
+    import tensorflow as tf
+
+    translator = Seq2SeqTranslator.from_preset(trained["directory"])  # evaluate compiles it
+    sources, targets = make_pairs(40, seed=6)
+    on_text = translator.evaluate(sources, targets, batch_size=40, verbose=0, return_dict=True)
+    inputs, labels = translator.preprocessor.bucketed(
+        *translator.preprocessor(tf.constant(sources), tf.constant(targets))
+    )
+    ids = {key: value.numpy() for key, value in inputs.items()}
+    on_ids = translator.evaluate(ids, labels.numpy(), batch_size=40, verbose=0, return_dict=True)
+    assert set(on_text) == {"loss", "masked_accuracy"}
+    for key in on_text:
+        assert on_text[key] == pytest.approx(on_ids[key], rel=1e-6), key
+    # The fitted translator knows these pairs: far below a uniform guess over 48 ids.
+    assert on_text["loss"] < 0.5 * np.log(48)
+    with pytest.raises(ValueError, match=r"use generate\(sources\) to translate or score"):
+        translator.predict(sources)
+    logits = translator.predict(ids, verbose=0)
+    assert logits.shape == (*labels.shape, translator.config.target_vocabulary_size)
+
+
 def test_from_preset_name_builds_the_untrained_architecture():
     tokenizers = Seq2SeqTokenizers.train(*make_pairs(64, seed=4), vocabulary_size=40)
     translator = Seq2SeqTranslator.from_preset("transformer_small", tokenizers=tokenizers)
