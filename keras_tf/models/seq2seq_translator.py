@@ -84,8 +84,8 @@ def _is_text(values):
 class Seq2SeqTranslator(keras.Model):
     """A translator: the backbone, its preprocessor and its decoding settings.
 
-    `fit` and `evaluate` take string pairs (or token ids), `generate` takes strings and
-    returns strings (or ids and returns ids), `score` gives the
+    `fit` and `evaluate` take string pairs (or token ids), `generate` takes
+    strings and returns strings (or ids and returns ids), `score` gives the
     teacher-forced log-probability of given translations. Load one with
     `from_preset` and write one with `save_to_preset`.
 
