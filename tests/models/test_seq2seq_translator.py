@@ -143,10 +143,15 @@ def test_fit_takes_a_dataset_of_string_pairs_and_token_ids(trained):
     sources, targets = make_pairs(64, seed=3)
     before = translator.score(sources, targets).sum()
     dataset = tf.data.Dataset.from_tensor_slices((sources, targets))  # unbatched pairs
+    valid = make_pairs(24, seed=8)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        history = translator.fit(dataset, epochs=1, verbose=0)
+        history = translator.fit(dataset, epochs=1, verbose=0, validation_data=valid)
     assert len(history.history["loss"]) == 1
+    # Validation on strings is evaluate on the same strings, after the epoch.
+    assert history.history["val_loss"][0] == pytest.approx(
+        translator.evaluate(*valid, verbose=0, return_dict=True)["loss"], rel=1e-5
+    )
     inputs, labels = translator.preprocessor.bucketed(
         *translator.preprocessor(tf.constant(sources), tf.constant(targets))
     )
