@@ -292,10 +292,16 @@ class Seq2SeqTranslator(keras.Model):
     def predict(self, x, *args, **kwargs):
         """`keras.Model.predict`: teacher-forced logits of token ids.
 
-        Text has no decoder input to force, so strings are refused with a
-        pointer to `generate` (translations) and `score` (log-probabilities).
+        Text has no decoder input to force, so strings (a list, or a
+        `tf.data` of them) are refused with a pointer to `generate` (translations) and `score` (log-probabilities).
         """
-        if _is_text(x):
+        tf = sys.modules.get("tensorflow")  # a tf.data.Dataset means it is imported
+        strings_dataset = (
+            tf is not None
+            and isinstance(x, tf.data.Dataset)
+            and any(spec.dtype == tf.string for spec in tf.nest.flatten(x.element_spec))
+        )
+        if _is_text(x) or strings_dataset:
             raise ValueError(
                 "Seq2SeqTranslator.predict returns teacher-forced logits and takes token ids "
                 '({"encoder_tokens", "decoder_tokens"}); for strings, use generate(sources) '

@@ -178,8 +178,9 @@ def test_evaluate_takes_strings_as_fit_does_and_predict_says_what_takes_them(tra
         assert on_text[key] == pytest.approx(on_ids[key], rel=1e-6), key
     # The fitted translator knows these pairs: far below a uniform guess over 48 ids.
     assert on_text["loss"] < 0.5 * np.log(48)
-    with pytest.raises(ValueError, match=r"use generate\(sources\) to translate or score"):
-        translator.predict(sources)
+    for strings in (sources, tf.data.Dataset.from_tensor_slices(sources).batch(8)):
+        with pytest.raises(ValueError, match=r"use generate\(sources\) to translate or score"):
+            translator.predict(strings)
     logits = translator.predict(ids, verbose=0)
     assert logits.shape == (*labels.shape, translator.config.target_vocabulary_size)
 
