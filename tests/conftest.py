@@ -30,14 +30,23 @@ if os.environ.get("PYTEST_XDIST_WORKER") and "--tf_xla_persistent_cache" not in 
         "--tf_xla_persistent_cache_prefix=" + os.environ["PYTEST_XDIST_WORKER"],
     ]))
 
-import keras_tf  # noqa: E402,F401  (first: TensorFlow's C++ start-up lines kept off stderr)
-import keras  # noqa: E402
 import pytest  # noqa: E402
+
+
+def pytest_configure(config):
+    # keras_tf first, before any test module: TensorFlow's C++ start-up lines
+    # kept off stderr. Not in the xdist controller, which runs no test: its
+    # TensorFlow start (about 8 s) would only delay the workers' start.
+    if getattr(config.option, "numprocesses", None) and not hasattr(config, "workerinput"):
+        return
+    import keras_tf  # noqa: F401
 
 
 @pytest.fixture(autouse=True)
 def _fresh_keras_state():
     """Each test starts from the float32 policy and a fixed seed."""
+    import keras
+
     keras.config.set_dtype_policy("float32")
     keras.utils.set_random_seed(1234)
     yield
