@@ -258,30 +258,29 @@ def test_bad_presets_get_one_clear_error(trained, tmp_path):
         Seq2SeqTranslator(small, decoding=DecodingConfig(max_length=65))
 
 
-_FRESH_PRESET = """
+# One fresh process: the SavedModel first, served by TensorFlow and TF-Text
+# alone, before anything imports keras_tf; then from_preset and `keras-tf
+# translate` on the preset directory.
+_FRESH_PROCESS = """
 import contextlib, io, json, sys
+saved_model, preset, texts = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+import tensorflow as tf
+import tensorflow_text  # noqa: F401  (registers the TF-Text ops)
+loaded = tf.saved_model.load(saved_model)
+out = loaded.signatures["serving_default"](text=tf.constant(texts))
+result = {"served": [t.decode() for t in out["translation"].numpy()],
+          "served_with_keras_tf": any(m.startswith(("keras_tf", "keras_hub")) for m in sys.modules)}
+
 from keras_tf.models import Seq2SeqTranslator
-translator = Seq2SeqTranslator.from_preset(sys.argv[1])
-texts = json.loads(sys.argv[2])
-result = {"texts": translator.generate(texts),
-          "modules": sorted(m for m in sys.modules if m.startswith("keras_tf"))}
-# Then `keras-tf translate` on the same directory, in the same fresh process.
+translator = Seq2SeqTranslator.from_preset(preset)
+result["texts"] = translator.generate(texts)
+result["modules"] = sorted(m for m in sys.modules if m.startswith("keras_tf"))
 from keras_tf.cli.main import main
 sys.stdin = io.StringIO("".join(t + "\\n" for t in texts))
 with contextlib.redirect_stdout(io.StringIO()) as printed:
-    assert main(["translate", "--model", sys.argv[1], "--beam-size", "4"]) == 0
+    assert main(["translate", "--model", preset, "--beam-size", "4"]) == 0
 result["cli"] = printed.getvalue().split("\\n")[: len(texts)]
 print(json.dumps(result))
-"""
-
-_FRESH_SAVED_MODEL = """
-import json, sys
-import tensorflow as tf
-import tensorflow_text  # noqa: F401  (registers the TF-Text ops)
-loaded = tf.saved_model.load(sys.argv[1])
-out = loaded.signatures["serving_default"](text=tf.constant(json.loads(sys.argv[2])))
-print(json.dumps({"texts": [t.decode() for t in out["translation"].numpy()],
-                  "keras_tf": any(m.startswith(("keras_tf", "keras_hub")) for m in sys.modules)}))
 """
 
 
@@ -295,19 +294,16 @@ def _run(command, stdin=None):
 
 
 def test_four_paths_give_the_same_strings(trained, tmp_path):
-    """generate; from_preset, then `keras-tf translate`, in a fresh process; the SavedModel."""
+    """generate; in one fresh process, the SavedModel, from_preset, and `keras-tf translate`."""
     translator = trained["translator"]
     expected = translator.generate(TEXTS)
     assert expected[3] == ""  # the empty source
-    directory = trained["directory"]
-
-    fresh = json.loads(_run([sys.executable, "-c", _FRESH_PRESET, directory, json.dumps(TEXTS)]).stdout)
+    export_dir = translator.export(str(tmp_path / "translator"))
+    fresh = json.loads(_run(
+        [sys.executable, "-c", _FRESH_PROCESS, export_dir, trained["directory"], json.dumps(TEXTS)]
+    ).stdout)
+    assert fresh["served"] == expected
+    assert fresh["served_with_keras_tf"] is False  # TF Serving's view: no keras_tf, no keras-hub
     assert fresh["texts"] == expected
     assert "keras_tf.cli" not in fresh["modules"]  # from_preset needs no command line
     assert fresh["cli"] == expected  # `keras-tf translate --model DIR`, one line per line
-
-    export_dir = translator.export(str(tmp_path / "translator"))
-    served = json.loads(
-        _run([sys.executable, "-c", _FRESH_SAVED_MODEL, export_dir, json.dumps(TEXTS)]).stdout
-    )
-    assert served == {"texts": expected, "keras_tf": False}
