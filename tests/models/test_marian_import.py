@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from keras_tf.cli.main import main
 from keras_tf.decoding import DecodingConfig, power_length_penalty
 from keras_tf.layers import sinusoidal_encoding
 from keras_tf.models import END_ID, PAD_ID, START_ID, Seq2SeqTranslator
@@ -176,20 +177,18 @@ def test_preset_round_trip_and_export_served_by_tensorflow_alone(translator, tmp
     assert strings(Answers(result).response("all")) == expected
 
 
-def test_import_marian_command_writes_a_preset_translate_reads(tmp_path):
-    env = _subprocess_env()
+def test_import_marian_command_writes_a_preset_translate_reads(tmp_path, capsys):
     out = tmp_path / "en-de"
-    imported = subprocess.run(
-        keras_tf_command() + ["import-marian", "--model", str(FIXTURE), "--out", str(out)],
-        capture_output=True, text=True, env=env, timeout=300,
-    )
-    assert imported.returncode == 0, imported.stderr[-3000:]
+    # In this process (tests/cli runs the console script itself)...
+    assert main(["import-marian", "--model", str(FIXTURE), "--out", str(out)]) == 0
+    assert str(out) in capsys.readouterr().out
     assert (out / "model.keras").is_file() and (out / "tokenizers" / "tokenizers.json").is_file()
-    # A fresh process reads the preset: the converted weights, tokenizers and
-    # decoding settings all survive save_to_preset.
+    # ...and a fresh process reads the preset: the converted weights,
+    # tokenizers and decoding settings all survive save_to_preset.
     translated = subprocess.run(
         keras_tf_command() + ["translate", "--model", str(out)],
-        input="\n".join(SOURCES) + "\n", capture_output=True, text=True, env=env, timeout=300,
+        input="\n".join(SOURCES) + "\n", capture_output=True, text=True,
+        env=_subprocess_env(), timeout=300,
     )
     assert translated.returncode == 0, translated.stderr[-3000:]
     # Beam 4 (--beam-size's default), with the preset's power penalty and max_length.
