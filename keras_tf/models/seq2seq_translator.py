@@ -187,8 +187,17 @@ class Seq2SeqTranslator(keras.Model):
             optimizer=optimizer, loss=loss, metrics=metrics, jit_compile=jit_compile, **kwargs
         )
 
-    def _as_dataset(self, x, y, batch_size, shuffle, seed):
-        """String pairs -> a tf.data of preprocessed batches; anything else unchanged."""
+    def _as_dataset(self, x, y, batch_size, shuffle, seed, repeat=False):
+        """String pairs -> `(a tf.data of preprocessed batches, None, None, batches)`.
+
+        Anything else comes back unchanged, with `batches` None. With
+        `repeat`, a list of string pairs becomes an endless dataset of
+        `batches` batches a pass (the last one short), reshuffled each pass,
+        for `fit` to read with `steps_per_epoch=batches`. Keras then keeps one
+        iterator for the whole run instead of one an epoch: each new iterator
+        instantiates the tokenizing map function again, which took 45 % of a
+        small model's `fit` (`benchmarks/fit_on_strings.py`).
+        """
         text_pairs = _is_text(x) and _is_text(y)
         dataset_of_text = False
         if not text_pairs and x is not None and y is None:
@@ -203,7 +212,7 @@ class Seq2SeqTranslator(keras.Model):
                     and all(getattr(s, "dtype", None) == tf.string for s in spec)
                 )
         if not (text_pairs or dataset_of_text):
-            return x, y, batch_size
+            return x, y, batch_size, None
         self._text_preprocessor()
         tf = require_tensorflow("Seq2SeqTranslator on text (fit, evaluate)")
 
@@ -222,8 +231,12 @@ class Seq2SeqTranslator(keras.Model):
                     len(sources), seed=seed, reshuffle_each_iteration=True
                 )
             dataset = dataset.batch(batch_size)
+            batches = -(-len(sources) // batch_size)
+            if repeat:
+                dataset = dataset.repeat()
         else:
             dataset = x
+            batches = None
             if len(dataset.element_spec[0].shape) == 0:  # unbatched pairs
                 dataset = dataset.batch(batch_size)
         # Padded to the decoding buckets: a few shapes, so a few XLA programs.
@@ -231,7 +244,7 @@ class Seq2SeqTranslator(keras.Model):
             lambda sources, targets: self.preprocessor.bucketed(*self.preprocessor(sources, targets)),
             num_parallel_calls=tf.data.AUTOTUNE,
         )
-        return dataset.prefetch(tf.data.AUTOTUNE), None, None
+        return dataset.prefetch(tf.data.AUTOTUNE), None, None, batches
 
     def fit(self, x=None, y=None, batch_size=None, validation_data=None, shuffle=True,
             seed=None, **kwargs):
@@ -255,12 +268,20 @@ class Seq2SeqTranslator(keras.Model):
         if not self.compiled:
             self.compile()
         build_optimizer(self)
-        x, y, batch_size = self._as_dataset(x, y, batch_size, shuffle, seed)
+        x, y, batch_size, batches = self._as_dataset(x, y, batch_size, shuffle, seed, repeat=True)
+        if batches is not None:
+            kwargs.setdefault("steps_per_epoch", batches)
         if isinstance(validation_data, tuple) and len(validation_data) == 2:
-            valid_x, valid_y, _ = self._as_dataset(*validation_data, batch_size, False, None)
+            valid_x, valid_y, _, batches = self._as_dataset(
+                *validation_data, batch_size, False, None, repeat=True
+            )
             validation_data = valid_x if valid_y is None else (valid_x, valid_y)
+            if batches is not None:
+                kwargs.setdefault("validation_steps", batches)
         elif validation_data is not None:
-            validation_data, _, _ = self._as_dataset(validation_data, None, batch_size, False, None)
+            validation_data, _, _, _ = self._as_dataset(
+                validation_data, None, batch_size, False, None
+            )
         if y is None and batch_size is None:
             # A tf.data input: Keras warns about shuffle=True, which the
             # dataset has already applied (text pairs) or owns.
@@ -286,7 +307,7 @@ class Seq2SeqTranslator(keras.Model):
         """
         if not self.compiled:
             self.compile()
-        x, y, batch_size = self._as_dataset(x, y, batch_size, False, None)
+        x, y, batch_size, _ = self._as_dataset(x, y, batch_size, False, None)
         return super().evaluate(x, y, batch_size=batch_size, **kwargs)
 
     def predict(self, x, *args, **kwargs):

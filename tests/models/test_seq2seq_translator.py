@@ -152,14 +152,57 @@ def test_fit_takes_a_dataset_of_string_pairs_and_token_ids(trained):
     assert history.history["val_loss"][0] == pytest.approx(
         translator.evaluate(*valid, verbose=0, return_dict=True)["loss"], rel=1e-5
     )
+    # A list of pairs: one pass an epoch (2 batches of 32), read through one
+    # iterator for the run; validation reads one pass of its pairs each time.
+    counts = BatchesPerEpoch()
+    history = translator.fit(sources, targets, epochs=2, verbose=0, validation_data=valid,
+                             callbacks=[counts], seed=1)
+    assert counts.batches == [2, 2]
+    assert history.history["val_loss"][1] == pytest.approx(
+        translator.evaluate(*valid, verbose=0, return_dict=True)["loss"], rel=1e-5
+    )
     inputs, labels = translator.preprocessor.bucketed(
         *translator.preprocessor(tf.constant(sources), tf.constant(targets))
     )
     ids = {k: v.numpy() for k, v in inputs.items()}
     history = translator.fit(ids, labels.numpy(), batch_size=32, epochs=1, verbose=0)
     assert np.isfinite(history.history["loss"][0])
-    # Two more epochs on these pairs: they are likelier than before.
+    # Four epochs on these pairs: they are likelier than before.
     assert translator.score(sources, targets).sum() > before
+
+
+class BatchesPerEpoch(keras.callbacks.Callback):
+    """The number of batches `fit` trained in each epoch."""
+
+    def __init__(self):
+        super().__init__()
+        self.batches = []
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self.batches.append(0)
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.batches[-1] += 1
+
+
+def test_a_list_of_pairs_is_one_pass_an_epoch_reshuffled_each_pass(trained):
+    import tensorflow as tf
+
+    translator = trained["translator"]
+    sources, targets = make_pairs(40, seed=4)
+    dataset, _, _, batches = translator._as_dataset(sources, targets, 16, True, 0, repeat=True)
+    assert batches == 3  # 16, 16 and 8 pairs
+
+    def rows(inputs):
+        return [tuple(np.trim_zeros(row, "b")) for row in np.asarray(inputs["encoder_tokens"])]
+
+    expected = sorted(rows(translator.preprocessor(tf.constant(sources), tf.constant(targets))[0]))
+    passes = [[], [], []]
+    for index, (inputs, _) in enumerate(dataset.take(3 * batches)):
+        passes[index // batches] += rows(inputs)
+    for rows_of_pass in passes:
+        assert sorted(rows_of_pass) == expected  # every pair once, none from the next pass
+    assert passes[0] != passes[1] != passes[2]  # reshuffled each pass
 
 
 def test_evaluate_takes_strings_as_fit_does_and_predict_says_what_takes_them(trained):
