@@ -1,3 +1,4 @@
+import keras_tf  # noqa: F401  (first: TensorFlow's C++ start-up lines kept off stderr)
 import keras
 import numpy as np
 import pytest

@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 
+import keras_tf  # noqa: F401  (first: TensorFlow's C++ start-up lines kept off stderr)
 import keras
 import numpy as np
 import pytest
