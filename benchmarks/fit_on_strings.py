@@ -78,6 +78,9 @@ def main():
         medians[as_list] = [common.median([t[i] for t in times[as_list]]) for i in (0, 1)]
         print(f"| {name} | {medians[as_list][0]:.2f} | {medians[as_list][1]:.2f} "
               f"| {losses[as_list]:.3f} |")
+    for as_list, name in ((True, "one iterator"), (False, "peer")):
+        print(f"{name}, each repeat (wall s, CPU s): "
+              + ", ".join(f"({wall:.2f}, {cpu:.2f})" for wall, cpu in times[as_list]))
     print(f"ratio (one iterator / peer): wall {medians[True][0] / medians[False][0]:.2f}, "
           f"CPU {medians[True][1] / medians[False][1]:.2f}")
 

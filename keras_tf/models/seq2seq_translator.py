@@ -261,6 +261,9 @@ class Seq2SeqTranslator(keras.Model):
             shuffle: shuffle text pairs each epoch. Defaults to True.
             seed: the seed of that shuffle. Defaults to None.
             **kwargs: passed to `keras.Model.fit` (`epochs`, `callbacks`, ...).
+                For lists of pairs, `steps_per_epoch` and
+                `validation_steps` default to one pass over them: `fit`
+                reads them through one dataset iterator for the whole run.
 
         Returns:
             The `History`.
