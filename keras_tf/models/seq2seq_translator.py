@@ -195,8 +195,8 @@ class Seq2SeqTranslator(keras.Model):
         `batches` batches a pass (the last one short), reshuffled each pass,
         for `fit` to read with `steps_per_epoch=batches`. Keras then keeps one
         iterator for the whole run instead of one an epoch: each new iterator
-        instantiates the tokenizing map function again, which took 45 % of a
-        small model's `fit` (`benchmarks/fit_on_strings.py`).
+        instantiates the tokenizing map function again, about half the CPU of
+        `transformer_tiny`'s short epochs (`benchmarks/fit_on_strings.py`).
         """
         text_pairs = _is_text(x) and _is_text(y)
         dataset_of_text = False
