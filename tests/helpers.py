@@ -159,3 +159,17 @@ def shared_reverse_model(tmp_path_factory):
     name = f"reverse_model-{keras.backend.backend()}"
     folder = build_once(shared_folder(tmp_path_factory, name), build)
     return keras.models.load_model(folder / "model.keras")
+
+
+class BatchesPerEpoch(keras.callbacks.Callback):
+    """The number of batches `fit` trained in each epoch."""
+
+    def __init__(self):
+        super().__init__()
+        self.batches = []
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self.batches.append(0)
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.batches[-1] += 1

@@ -16,7 +16,7 @@ from keras_tf.models import Seq2SeqTransformer, Seq2SeqTranslator, get_preset
 from keras_tf.models.config import END_ID, PAD_ID
 from keras_tf.text import Seq2SeqTokenizers
 from tests.cli.conftest import generated_pairs  # word-by-word English -> French
-from tests.helpers import build_once, shared_folder
+from tests.helpers import BatchesPerEpoch, build_once, shared_folder
 MAX_LENGTH = 16
 BEAM = DecodingConfig(method="beam", beam_size=4)
 TEXTS = ["red cat", "open the file", "two small dogs", "", "save"]
@@ -169,20 +169,6 @@ def test_fit_takes_a_dataset_of_string_pairs_and_token_ids(trained):
     assert np.isfinite(history.history["loss"][0])
     # Four epochs on these pairs: they are likelier than before.
     assert translator.score(sources, targets).sum() > before
-
-
-class BatchesPerEpoch(keras.callbacks.Callback):
-    """The number of batches `fit` trained in each epoch."""
-
-    def __init__(self):
-        super().__init__()
-        self.batches = []
-
-    def on_epoch_begin(self, epoch, logs=None):
-        self.batches.append(0)
-
-    def on_train_batch_end(self, batch, logs=None):
-        self.batches[-1] += 1
 
 
 def test_a_list_of_pairs_is_one_pass_an_epoch_reshuffled_each_pass(trained):

@@ -24,6 +24,7 @@ import keras_tf.training  # noqa: F401  (registers the loss and metric for load_
 from keras_tf.models import Seq2SeqTransformer, get_preset
 from keras_tf.training import make_reverse_task
 from keras_tf.training.trainer import train
+from tests.helpers import BatchesPerEpoch
 
 RUN_TIMEOUT_S = 240
 CONFIG = get_preset("transformer_tiny", dropout=0.1).to_dict()
@@ -99,24 +100,20 @@ class Run:
         return (self.out_dir / "history.csv").read_text()
 
 
+def _train(out_dir, callbacks=()):
+    """The training call of the subprocess, in this process; return `(model, history)`."""
+    return train(
+        CONFIG, make_reverse_task(256), make_reverse_task(64, seed=1), out_dir=str(out_dir),
+        callbacks=callbacks, **TRAIN_ARGS,
+    )
+
+
 @pytest.fixture(scope="module")
 def uninterrupted(tmp_path_factory):
     """(weights, history.csv text) of the run never killed."""
     out_dir = tmp_path_factory.mktemp("uninterrupted")
-    model, _ = train(
-        CONFIG, make_reverse_task(256), make_reverse_task(64, seed=1), out_dir=str(out_dir),
-        **TRAIN_ARGS,
-    )
+    model, _ = _train(out_dir)
     return model.get_weights(), (out_dir / "history.csv").read_text()
-
-
-class BatchCount(keras.callbacks.Callback):
-    """Counts the batches trained."""
-
-    trained = 0
-
-    def on_train_batch_end(self, batch, logs=None):
-        self.trained += 1
 
 
 def _assert_same_run(run, model, uninterrupted):
@@ -163,14 +160,11 @@ def test_sigkill_while_writing_a_backup_resumes_from_the_previous_one(
     )
 
     # The same call again, in this process (the kill is what needed a process of its own).
-    batches = BatchCount()
+    counts = BatchesPerEpoch()
     with caplog.at_level(logging.INFO, logger="keras_tf.training.trainer"):
-        model, history = train(
-            CONFIG, make_reverse_task(256), make_reverse_task(64, seed=1),
-            out_dir=str(run.out_dir), callbacks=[batches], **run.train_args,
-        )
+        model, history = _train(run.out_dir, callbacks=[counts])
     assert "after epoch 0 and 3 steps of epoch 1: continuing at step 4/8 of epoch 1/2" in caplog.text
     assert history.epoch == [0, 1]
-    assert batches.trained == 2 * STEPS_PER_EPOCH - 3
+    assert sum(counts.batches) == 2 * STEPS_PER_EPOCH - 3
     assert sorted(os.listdir(run.out_dir / "backup")) == ["epoch-0002.weights.h5", "state.json"]
     _assert_same_run(run, model, uninterrupted)
