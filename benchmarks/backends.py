@@ -7,28 +7,56 @@ round by round (tensorflow, jax, tensorflow, jax, ...) so that machine load
 hits both alike. Prints each figure per backend (the median over rounds of
 each subprocess's median) and the ratio JAX / TensorFlow.
 
+A third arm runs JAX again with glibc told to keep freed memory
+(`JAX_CPU_HEAP`): XLA's CPU runtime under JAX allocates each step's
+temporary buffers (about 1.6 GB for bench-small's train step) from a worker
+thread, which glibc serves with a fresh mmap and returns with munmap, so
+every step page-faults all of it in again. The driver reports the page
+faults and kernel CPU time of every arm's subprocesses, from `getrusage`.
+
 Usage: python benchmarks/backends.py [--rounds 2] [--train-steps 3] [--decode-repeats 3]
 """
 
 import argparse
 import os
 import re
+import resource
 import statistics
 import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-BACKENDS = ("tensorflow", "jax")
+
+# glibc keeps what is freed instead of unmapping it: one heap for every
+# thread (a worker thread's large block is otherwise always a fresh mmap),
+# no mmap for large blocks, and no trimming of the heap's top.
+JAX_CPU_HEAP = {
+    "MALLOC_ARENA_MAX": "1",
+    "MALLOC_MMAP_MAX_": "0",
+    "MALLOC_TRIM_THRESHOLD_": str(1 << 40),
+}
+# (label, backend, extra environment), run in this order each round.
+ARMS = (
+    ("TensorFlow", "tensorflow", {}),
+    ("JAX", "jax", {}),
+    ("JAX, heap kept", "jax", JAX_CPU_HEAP),
+)
 
 
-def run(script, backend, *args):
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+def run(script, backend, env_extra, usage, *args):
+    """Run `script --backend backend ARGS`; add its page faults and kernel seconds to `usage`."""
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", **env_extra}
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     result = subprocess.run(
         [sys.executable, os.path.join(HERE, script), "--backend", backend, *args],
         capture_output=True, text=True, env=env,
     )
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if result.returncode != 0:
         sys.exit(f"{script} --backend {backend} failed:\n{result.stderr[-3000:]}")
+    usage["page faults"] = usage.get("page faults", 0) + after.ru_minflt - before.ru_minflt
+    usage["kernel CPU s"] = usage.get("kernel CPU s", 0) + after.ru_stime - before.ru_stime
+    usage["user CPU s"] = usage.get("user CPU s", 0) + after.ru_utime - before.ru_utime
     return result.stdout
 
 
@@ -55,28 +83,39 @@ def main():
     parser.add_argument("--new-tokens", type=int, default=64)
     args = parser.parse_args()
 
-    figures = {backend: {} for backend in BACKENDS}
+    figures = {label: {} for label, _, _ in ARMS}
+    usage = {label: {} for label, _, _ in ARMS}
     for round_index in range(args.rounds):
-        for backend in BACKENDS:
-            out = run("train_throughput.py", backend, "--models", "keras_tf", "--jit", "on",
+        for label, backend, env_extra in ARMS:
+            out = run("train_throughput.py", backend, env_extra, usage[label],
+                      "--models", "keras_tf", "--jit", "on",
                       "--rounds", "2", "--steps", str(args.train_steps))
-            figures[backend].setdefault("training target tok/s", []).append(training_rate(out))
-            out = run("decode_speed.py", backend, "--lengths", str(args.new_tokens),
+            figures[label].setdefault("training target tok/s", []).append(training_rate(out))
+            out = run("decode_speed.py", backend, env_extra, usage[label],
+                      "--lengths", str(args.new_tokens),
                       "--repeats", str(args.decode_repeats), "--uncached-max-length", "0")
             for method, rate in decoding_rates(out, args.new_tokens).items():
-                figures[backend].setdefault(f"{method} tok/s", []).append(rate)
-            print(f"round {round_index + 1}: {backend} done", flush=True)
+                figures[label].setdefault(f"{method} tok/s", []).append(rate)
+            print(f"round {round_index + 1}: {label} done", flush=True)
 
+    labels = [label for label, _, _ in ARMS]
+    reference = labels[0]
     print(f"\nbench-small, {os.cpu_count()} CPUs, medians over {args.rounds} interleaved rounds")
-    print("| figure | TensorFlow | JAX | JAX / TensorFlow | per round (TF / JAX) |")
-    print("|---|---|---|---|---|")
-    for name in figures["tensorflow"]:
-        tf_values, jax_values = figures["tensorflow"][name], figures["jax"][name]
-        tf_value, jax_value = statistics.median(tf_values), statistics.median(jax_values)
-        rounds = ", ".join(f"{a:,.0f} / {b:,.0f}" for a, b in zip(tf_values, jax_values))
-        print(f"| {name} | {tf_value:,.0f} | {jax_value:,.0f} | {jax_value / tf_value:.2f}x "
-              f"| {rounds} |")
-
+    print("| figure | " + " | ".join(labels) + " | "
+          + " | ".join(f"{label} / {reference}" for label in labels[1:]) + " | per round |")
+    print("|---" * (2 * len(labels) + 1) + "|")
+    for name in figures[reference]:
+        medians = [statistics.median(figures[label][name]) for label in labels]
+        ratios = [f"{value / medians[0]:.2f}x" for value in medians[1:]]
+        rounds = ", ".join(" / ".join(f"{figures[label][name][i]:,.0f}" for label in labels)
+                           for i in range(args.rounds))
+        print(f"| {name} | " + " | ".join(f"{value:,.0f}" for value in medians)
+              + " | " + " | ".join(ratios) + f" | {rounds} |")
+    print("\nAll the subprocesses of each arm, summed (start-up and compiling included):")
+    print("| arm | " + " | ".join(usage[reference]) + " |")
+    print("|---" * (len(usage[reference]) + 1) + "|")
+    for label in labels:
+        print(f"| {label} | " + " | ".join(f"{value:,.0f}" for value in usage[label].values()) + " |")
 
 if __name__ == "__main__":
     main()

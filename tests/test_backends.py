@@ -266,3 +266,37 @@ def test_gpu_check_runs_on_the_cpu_without_tensorflow():
     assert decoding == [("2", "greedy"), ("2", "beam4")], out  # one batch size with --cpu
     assert len(re.findall(r"tokens equal True", out)) == 2, out
     assert "cached equals uncached: True" in out
+
+
+# A jitted program whose 128 MB temporary (`a @ b`) XLA allocates on every run.
+PAGE_FAULTS_PER_RUN = """
+import resource, jax, jax.numpy as jnp
+@jax.jit
+def f(a, b):
+    return (jnp.tanh(a @ b) @ jnp.ones((8192, 4), jnp.float32)).sum()
+a, b = jnp.ones((4096, 64)) / 64, jnp.ones((64, 8192))
+f(a, b).block_until_ready()
+before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+for _ in range(3):
+    f(a, b).block_until_ready()
+faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
+print(faults / 3 / (4096 * 8192 * 4 // resource.getpagesize()))
+"""
+
+
+def test_the_documented_glibc_settings_stop_jax_faulting_its_temporaries_in_each_run():
+    """docs/backends.md's `export` line, run as written: a run's temporary is no longer faulted in anew."""
+    text = (ROOT / "docs" / "backends.md").read_text(encoding="utf-8")
+    section = text.split("## JAX on a CPU", 1)[1].split("\n## ", 1)[0]
+    (block,) = re.findall(r"```bash\n(.*?)```", section, re.DOTALL)
+    fractions = {}
+    for name, settings in (("without", ""), ("with", block)):
+        env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}
+        result = subprocess.run(
+            ["bash", "-c", f'{settings}\n"$0" -c "$1"\n', sys.executable, PAGE_FAULTS_PER_RUN],
+            env=env, capture_output=True, text=True, timeout=120,
+        )
+        assert result.returncode == 0, result.stderr[-3000:]
+        fractions[name] = float(result.stdout.split()[-1])
+    # Without them each run faults the whole temporary in again; with them, none of it.
+    assert fractions["without"] > 0.5 and fractions["with"] < 0.01, fractions
