@@ -12,7 +12,7 @@ A third arm runs JAX again with glibc told to keep freed memory
 temporary buffers (about 1.6 GB for bench-small's train step) from a worker
 thread, which glibc serves with a fresh mmap and returns with munmap, so
 every step page-faults all of it in again. The driver reports the page
-faults and kernel CPU time of every arm's subprocesses, from `getrusage`.
+faults and kernel and user CPU time of every arm's subprocesses, from `getrusage`.
 
 Usage: python benchmarks/backends.py [--rounds 2] [--train-steps 3] [--decode-repeats 3]
 """
@@ -44,7 +44,7 @@ ARMS = (
 
 
 def run(script, backend, env_extra, usage, *args):
-    """Run `script --backend backend ARGS`; add its page faults and kernel seconds to `usage`."""
+    """Run `script --backend backend ARGS`; add its page faults and CPU seconds (kernel, user) to `usage`."""
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", **env_extra}
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     result = subprocess.run(
@@ -116,6 +116,7 @@ def main():
     print("|---" * (len(usage[reference]) + 1) + "|")
     for label in labels:
         print(f"| {label} | " + " | ".join(f"{value:,.0f}" for value in usage[label].values()) + " |")
+
 
 if __name__ == "__main__":
     main()
