@@ -113,6 +113,11 @@ def add_arguments(parser):
         "default: every 5 minutes of training",
     )
     parser.add_argument(
+        "--no-xla", dest="xla", action="store_false",
+        help="train in TensorFlow's graph runtime instead of compiling the train step "
+        "with XLA; on a CPU a short run is faster so (XLA's compile costs seconds)",
+    )
+    parser.add_argument(
         "--strategy", choices=STRATEGIES, default="default",
         help="tf.distribute: default (one device), mirrored (local GPUs), "
         "multi-worker (the cluster in TF_CONFIG)",
@@ -163,6 +168,7 @@ def run(args):
         seed=args.seed,
         mixed_precision=mixed_precision,
         strategy=args.strategy,
+        jit_compile=args.xla,
         backup_every=args.backup_every,
         keep_best=args.keep_best,
         early_stopping=args.early_stopping,

@@ -143,6 +143,7 @@ def _train_preset_dir(
     seed=0,
     mixed_precision=None,
     strategy="default",
+    jit_compile=True,
     backup_every=None,
     keep_best=None,
     early_stopping=None,
@@ -182,6 +183,8 @@ def _train_preset_dir(
         seed: seeds the weights and the shuffle.
         mixed_precision: None, `"mixed_bfloat16"` or `"mixed_float16"`.
         strategy: `"default"`, `"mirrored"` or `"multi-worker"`.
+        jit_compile: compile the train and test steps with XLA. Defaults to
+            True; `keras_tf.training.train` turns it off with several replicas.
         backup_every: back up every this many steps; None (default): every
             `keras_tf.training.trainer.BACKUP_INTERVAL_S` seconds.
         keep_best: `"bleu"` or `"loss"`, the validation quantity that picks
@@ -336,6 +339,7 @@ def _train_preset_dir(
         epochs=epochs,
         steps_per_epoch=steps,
         strategy=strategy,
+        jit_compile=jit_compile,
         mixed_precision=mixed_precision,
         warmup_steps=warmup_steps,
         seed=seed,
