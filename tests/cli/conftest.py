@@ -19,9 +19,12 @@ LEXICON = {
 }
 
 # Small enough to train in seconds: one length bucket (16), a 48-piece vocabulary.
+# TensorFlow's graph runtime: XLA's compile of the train and test steps would
+# cost each run more than its 120 steps gain (benchmarks/xla_short_run.py);
+# test_xla_option.py checks that the default reaches the trainer.
 TRAIN_OPTIONS = [
     "--preset", "transformer_tiny", "--batch-size", "16", "--vocabulary-size", "48",
-    "--max-length", "16", "--warmup-steps", "40",
+    "--max-length", "16", "--warmup-steps", "40", "--no-xla",
 ]
 
 

@@ -45,8 +45,10 @@ def trained(tmp_path_factory):
             max_source_length=MAX_LENGTH, max_target_length=MAX_LENGTH,
         )
         # The default Adam(5e-4) suits transformer_small and up; this 32-wide
-        # model learns faster at a higher rate.
-        translator.compile(optimizer=keras.optimizers.Adam(3e-3, beta_2=0.98, epsilon=1e-9))
+        # model learns faster at a higher rate. Without XLA: its compile costs
+        # more than 192 steps of this model gain (benchmarks/xla_short_run.py).
+        translator.compile(optimizer=keras.optimizers.Adam(3e-3, beta_2=0.98, epsilon=1e-9),
+                           jit_compile=False)
         with warnings.catch_warnings():
             warnings.simplefilter("error")
             history = translator.fit(sources, targets, batch_size=32, epochs=24, seed=0,
@@ -138,8 +140,11 @@ def test_greedy_score_equals_the_score_of_its_own_output(trained):
 def test_fit_takes_a_dataset_of_string_pairs_and_token_ids(trained):
     import tensorflow as tf
 
-    # A copy: the shared translator stays as its preset was saved.
+    # A copy: the shared translator stays as its preset was saved. fit's
+    # defaults but XLA, whose compile these 9 short epochs would not pay back
+    # (test_evaluate_takes_strings... checks the default).
     translator = Seq2SeqTranslator.from_preset(trained["directory"])
+    translator.compile(jit_compile=False)
     sources, targets = make_pairs(64, seed=3)
     before = translator.score(sources, targets).sum()
     dataset = tf.data.Dataset.from_tensor_slices((sources, targets))  # unbatched pairs
@@ -203,6 +208,7 @@ def test_evaluate_takes_strings_as_fit_does_and_predict_says_what_takes_them(tra
     ids = {key: value.numpy() for key, value in inputs.items()}
     on_ids = translator.evaluate(ids, labels.numpy(), batch_size=40, verbose=0, return_dict=True)
     assert set(on_text) == {"loss", "masked_accuracy"}
+    assert translator.jit_compile is True  # fit's defaults: XLA, whatever Keras's "auto" says
     for key in on_text:
         assert on_text[key] == pytest.approx(on_ids[key], rel=1e-6), key
     # The fitted translator knows these pairs: far below a uniform guess over 48 ids.
