@@ -115,7 +115,8 @@ def add_arguments(parser):
     parser.add_argument(
         "--no-xla", dest="xla", action="store_false",
         help="train in TensorFlow's graph runtime instead of compiling the train step "
-        "with XLA; on a CPU a short run is faster so (XLA's compile costs seconds)",
+        "with XLA: cheaper for a run of a few hundred steps on a CPU, where XLA's "
+        "compile costs seconds (benchmarks/xla_short_run.py)",
     )
     parser.add_argument(
         "--strategy", choices=STRATEGIES, default="default",
