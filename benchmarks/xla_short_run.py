@@ -58,16 +58,21 @@ else:  # the README's fit
                                           max_source_length=32, max_target_length=32)
     model.compile(jit_compile=args["xla"])
     fit_args = {}
+
+
 class Steps(keras.callbacks.Callback):
     count = 0
+
     def on_train_batch_end(self, batch, logs=None):
-        Steps.count += 1
+        self.count += 1
+
 
 start = cpu()
 model.fit(*data, epochs=1, verbose=0, **fit_args)
 first = cpu()
-history = model.fit(*data, epochs=args["epochs"], verbose=0, callbacks=[Steps()], **fit_args)
-print(json.dumps({"first_epoch": first - start, "later": cpu() - first, "steps": Steps.count,
+steps = Steps()
+history = model.fit(*data, epochs=args["epochs"], verbose=0, callbacks=[steps], **fit_args)
+print(json.dumps({"first_epoch": first - start, "later": cpu() - first, "steps": steps.count,
                   "loss": history.history["loss"][-1]}))
 """
 
