@@ -217,6 +217,13 @@ class Seq2SeqTranslator(keras.Model):
         tf = require_tensorflow("Seq2SeqTranslator on text (fit, evaluate)")
 
         batch_size = batch_size or DEFAULT_BATCH_SIZE
+        # The short last batch of a pass filled up to `batch_size` with rows
+        # of padding: one XLA program fewer per bucket, the same gradients.
+        # Not under a strategy with several replicas, where a replica whose
+        # share is all padding would add a zero loss to their mean.
+        # (Keras's TensorFlow trainer keeps the strategy the model was built under.)
+        strategy = getattr(self, "distribute_strategy", None) or tf.distribute.get_strategy()
+        rows = batch_size if strategy.num_replicas_in_sync == 1 else None
         if text_pairs:
             sources = [x] if isinstance(x, (str, bytes)) else list(x)
             targets = [y] if isinstance(y, (str, bytes)) else list(y)
@@ -239,9 +246,13 @@ class Seq2SeqTranslator(keras.Model):
             batches = None
             if len(dataset.element_spec[0].shape) == 0:  # unbatched pairs
                 dataset = dataset.batch(batch_size)
+            else:  # the user's batches, of a size of their own
+                rows = None
         # Padded to the decoding buckets: a few shapes, so a few XLA programs.
         dataset = dataset.map(
-            lambda sources, targets: self.preprocessor.bucketed(*self.preprocessor(sources, targets)),
+            lambda sources, targets: self.preprocessor.bucketed(
+                *self.preprocessor(sources, targets), rows=rows
+            ),
             num_parallel_calls=tf.data.AUTOTUNE,
         )
         return dataset.prefetch(tf.data.AUTOTUNE), None, None, batches

@@ -321,6 +321,7 @@ def make_dataset(
     bucketing=True,
     bucket_boundaries=None,
     pad_to_bucket_boundary=True,
+    fill_short_batches=True,
     shuffle=True,
     seed=0,
 ):
@@ -329,8 +330,11 @@ def make_dataset(
     The corpus is tokenized once (in the graph, by TF-Text ops) and cached in
     memory when this function runs; every epoch then reshuffles the cached
     pairs, buckets and pads them. Every pair of the corpus appears exactly
-    once per epoch (less the over-long ones with `overlong="filter"`); the
-    last batch of each bucket may be smaller than the others.
+    once per epoch (less the over-long ones with `overlong="filter"`). The
+    last batch of each bucket is short; by default it is filled up to the
+    bucket's batch size with rows of padding alone, which the loss and the
+    metrics ignore, so that each bucket is one shape (see
+    `fill_short_batches`).
 
     A batch holds either `batch_size` pairs, or, with `batch_tokens`, as
     many pairs as fit the token budget, as OpenNMT and fairseq batch: a
@@ -363,6 +367,18 @@ def make_dataset(
             bucket's boundary (capped at the maximum lengths; without
             bucketing, to the maximum lengths), so XLA compiles one program
             per bucket. `False` pads to the longest sequence of the batch.
+        fill_short_batches: bool. `True` (default), with
+            `pad_to_bucket_boundary`, fills the short last batch of each
+            bucket with all-padding rows up to the bucket's batch size: XLA
+            then compiles one train step and one test step per bucket
+            instead of two (each about as long to compile as hundreds of
+            steps of a small model take to run), and a single process's
+            gradients are unchanged, since the masked loss sums and counts
+            real tokens only. Keras's reported epoch loss, which weighs
+            each batch by its rows, moves slightly. Pass `False` under a
+            `tf.distribute` strategy with more than one replica: a replica
+            whose share is all padding adds a zero loss to the replicas'
+            mean, so that step's gradient would shrink.
         shuffle: bool, reshuffle the pairs every epoch. Defaults to `True`.
         seed: int, the shuffle seed. Defaults to 0.
 
@@ -383,7 +399,7 @@ def make_dataset(
     """
     batching = _Batching.checked(
         corpus, batch_size, batch_tokens, max_source_length, max_target_length, overlong,
-        bucketing, bucket_boundaries, pad_to_bucket_boundary,
+        bucketing, bucket_boundaries, pad_to_bucket_boundary, fill_short_batches,
     )
     tokenized = batching.tokenized(corpus, tokenizers).cache()
     # This pass fills the cache, so the first epoch does not tokenize again.
@@ -406,6 +422,7 @@ def make_dataset_by_epoch(
     bucketing=True,
     bucket_boundaries=None,
     pad_to_bucket_boundary=True,
+    fill_short_batches=True,
     seed=0,
 ):
     """`make_dataset`'s batches as a function of the epoch: `epoch -> tf.data.Dataset`.
@@ -436,7 +453,7 @@ def make_dataset_by_epoch(
     """
     batching = _Batching.checked(
         corpus, batch_size, batch_tokens, max_source_length, max_target_length, overlong,
-        bucketing, bucket_boundaries, pad_to_bucket_boundary,
+        bucketing, bucket_boundaries, pad_to_bucket_boundary, fill_short_batches,
     )
     count = len(corpus)
     # Every pair at once: (encoder, decoder, labels) ragged [pairs, (tokens)],
@@ -473,11 +490,13 @@ class _Batching:
     bucketing: bool
     bucket_boundaries: list
     pad_to_bucket_boundary: bool
+    fill_short_batches: bool
     batches: int = 0
 
     @classmethod
     def checked(cls, corpus, batch_size, batch_tokens, max_source_length, max_target_length,
-                overlong, bucketing, bucket_boundaries, pad_to_bucket_boundary):
+                overlong, bucketing, bucket_boundaries, pad_to_bucket_boundary,
+                fill_short_batches):
         if not isinstance(corpus, ParallelCorpus):
             raise TypeError(
                 "make_dataset expects a ParallelCorpus (read a tf.data.Dataset of pairs "
@@ -513,7 +532,8 @@ class _Batching:
             for bound in bucket_boundaries
         ]
         return cls(bucket_batch_sizes, max_source_length, max_target_length, overlong,
-                   bucketing, bucket_boundaries, pad_to_bucket_boundary)
+                   bucketing, bucket_boundaries, pad_to_bucket_boundary,
+                   bool(fill_short_batches and pad_to_bucket_boundary))
 
     def tokenized(self, corpus, tokenizers):
         return _tokenized(
@@ -563,25 +583,42 @@ class _Batching:
             return (source_shape, target_shape, target_shape, [], [], [])
 
         padding_values = (PAD_ID, PAD_ID, PAD_ID, 0, 0, tf.constant(0, tf.int64))
+        fill_short_batches = self.fill_short_batches
+
+        def filled(batches, size):
+            """`batches` with each short one filled with rows of padding values up to `size`."""
+            if not fill_short_batches:
+                return batches
+
+            def fill(*columns):
+                missing = tf.cast(size, tf.int64) - tf.shape(columns[0], out_type=tf.int64)[0]
+                return tuple(
+                    tf.pad(column, [[0, missing]] + [[0, 0]] * (column.shape.rank - 1),
+                           constant_values=tf.cast(value, column.dtype))
+                    for column, value in zip(columns, padding_values)
+                )
+
+            return batches.map(fill)
+
         if not self.bucketing:
-            dataset = dataset.padded_batch(
+            dataset = filled(dataset.padded_batch(
                 self.bucket_batch_sizes[0],
                 padded_shapes=padded_shapes(max_source_length, max_target_length),
                 padding_values=padding_values,
-            )
+            ), self.bucket_batch_sizes[0])
         else:
             boundaries = tf.constant(self.bucket_boundaries, tf.int32)
             sizes = tf.constant(self.bucket_batch_sizes, tf.int64)
 
             def batch_bucket(key, window):
                 bound = tf.cast(tf.gather(boundaries, key), tf.int64)
-                return window.padded_batch(
+                return filled(window.padded_batch(
                     tf.gather(sizes, key),
                     padded_shapes=padded_shapes(
                         tf.minimum(bound, max_source_length), tf.minimum(bound, max_target_length)
                     ),
                     padding_values=padding_values,
-                )
+                ), tf.gather(sizes, key))
 
             dataset = dataset.group_by_window(
                 lambda *element: element[5],

@@ -153,7 +153,7 @@ class Seq2SeqPreprocessor:
         }
         return inputs, labels.to_tensor(default_value=PAD_ID)
 
-    def bucketed(self, inputs, labels):
+    def bucketed(self, inputs, labels, rows=None):
         """A training batch padded to one bucket of decoding, the same on both sides.
 
         The bucket is the first of `source_buckets` at least as long as the
@@ -161,6 +161,10 @@ class Seq2SeqPreprocessor:
         `make_dataset` buckets by `max(S, T)`: a batch takes one of a few
         shapes, so `fit` compiles a few XLA programs, not one per pair of
         source and target buckets.
+
+        With `rows`, a short batch is also filled up to `rows` rows with
+        rows of padding alone (`fill_rows`), so that the last batch of a
+        pass is no shape of its own.
         """
         from keras_tf.decoding.generate import source_buckets
 
@@ -176,7 +180,11 @@ class Seq2SeqPreprocessor:
             "encoder_tokens": pad_to_length(encoder_tokens, source),
             "decoder_tokens": pad_to_length(decoder_tokens, target),
         }
-        return inputs, pad_to_length(labels, target)
+        labels = pad_to_length(labels, target)
+        if rows is not None:
+            inputs = {name: fill_rows(tokens, rows) for name, tokens in inputs.items()}
+            labels = fill_rows(labels, rows)
+        return inputs, labels
 
     def detokenize(self, target_ids):
         """Generated ids `[batch, T]` to tf.string `[batch]`, up to the first END."""
@@ -212,6 +220,15 @@ def pad_to_length(tokens, length):
     program is compiled for a few lengths, not for every one.
     """
     return tf.pad(tokens, [[0, 0], [0, length - tf.shape(tokens)[1]]], constant_values=PAD_ID)
+
+
+def fill_rows(tokens, rows):
+    """Pad `[batch, L]` with rows of 0 to `[rows, L]`, `rows` >= batch.
+
+    A row of padding alone changes no gradient: the masked loss sums and
+    counts real tokens only, and a fully masked attention row stays finite.
+    """
+    return tf.pad(tokens, [[0, rows - tf.shape(tokens)[0]], [0, 0]], constant_values=PAD_ID)
 
 
 def blank_empty_sources(source_ids, target_ids, scores):

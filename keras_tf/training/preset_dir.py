@@ -308,6 +308,9 @@ def _train_preset_dir(
         max_source_length=max_length,
         max_target_length=max_length,
         bucket_boundaries=bucket_boundaries,
+        # One shape per bucket (one XLA program); not with several replicas,
+        # where a replica's all-padding share would shrink that step.
+        fill_short_batches=strategy.num_replicas_in_sync == 1,
     )
     # Epoch e's batches depend on (seed, e) alone: a resumed run reads the
     # batches an uninterrupted one would. With `steps`, epochs of the data

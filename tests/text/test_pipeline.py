@@ -62,11 +62,12 @@ def unpad(row):
 
 
 def epoch_pairs(dataset):
-    """The multiset of (encoder tokens, labels) pairs of one epoch."""
+    """The multiset of (encoder tokens, labels) pairs of one epoch, less the fill rows."""
     pairs = collections.Counter()
     for features, labels in dataset:
         for encoder, label in zip(features["encoder_tokens"].numpy(), labels.numpy()):
-            pairs[(unpad(encoder), unpad(label))] += 1
+            if encoder.any() or label.any():  # a real pair has END on both sides
+                pairs[(unpad(encoder), unpad(label))] += 1
     return pairs
 
 
@@ -105,6 +106,9 @@ def test_batches_hold_shifted_labels(corpus, tokenizers):
         # Padding sits at the same places in decoder tokens and labels.
         np.testing.assert_array_equal(decoder == PAD_ID, labels == PAD_ID)
         for source_row, decoder_row, label_row in zip(encoder, decoder, labels):
+            if not label_row.any():  # a fill row of a bucket's short last batch
+                assert not source_row.any() and not decoder_row.any()
+                continue
             n = len(unpad(label_row))
             assert decoder_row[0] == START_ID and label_row[n - 1] == END_ID
             np.testing.assert_array_equal(decoder_row[1:n], label_row[: n - 1])
@@ -134,12 +138,53 @@ def test_bucketed_batches_pad_to_their_boundary(corpus, tokenizers):
     for encoder, decoder, _ in as_numpy(build(corpus, tokenizers)):
         boundary = next(b for b in boundaries if b >= min(encoder.shape[1], MAX_SOURCE))
         lengths = np.maximum((encoder != PAD_ID).sum(1), (decoder != PAD_ID).sum(1))
+        lengths = lengths[lengths > 0]  # the fill rows of a bucket's last batch
         lower = max([b for b in boundaries if b < boundary], default=0)
-        assert encoder.shape[1] == min(boundary, MAX_SOURCE)
+        assert encoder.shape == (16, min(boundary, MAX_SOURCE))
         assert decoder.shape[1] == min(boundary, MAX_TARGET)
         assert (lengths > lower).all() and (lengths <= boundary).all()
         widths[encoder.shape[1]] += 1
     assert set(widths) == {8, 16, 24}
+
+
+def test_short_batches_are_filled_with_padding_rows_that_change_no_gradient(corpus, tokenizers):
+    filled = as_numpy(build(corpus, tokenizers, shuffle=False))
+    short = as_numpy(build(corpus, tokenizers, shuffle=False, fill_short_batches=False))
+    assert len(filled) == len(short)
+    # Each bucket's last batch is short (600 pairs in 3 buckets of 16-pair
+    # batches), and one shape per bucket is what filling buys.
+    assert len({s[0].shape for s in short}) > len({f[0].shape for f in filled}) == 3
+    fills = 0
+    for f, s in zip(filled, short):
+        rows = s[0].shape[0]
+        assert f[0].shape[0] == 16 and rows <= 16
+        for f_column, s_column in zip(f, s):
+            np.testing.assert_array_equal(f_column[:rows], s_column)
+            assert not f_column[rows:].any()  # PAD_ID is 0
+        fills += 16 - rows
+    assert fills > 0
+
+    # The masked loss sums and counts real tokens only: the same loss and
+    # gradients with the fill rows as without them.
+    model = tiny_model(tokenizers)
+    loss_fn = model.loss
+    (f_encoder, f_decoder, f_labels), (s_encoder, s_decoder, s_labels) = next(
+        (f, s) for f, s in zip(filled, short) if s[0].shape[0] < 16
+    )
+
+    def loss_and_gradients(encoder, decoder, labels):
+        with tf.GradientTape() as tape:
+            logits = model({"encoder_tokens": encoder, "decoder_tokens": decoder})
+            loss = loss_fn(labels, logits)
+        return loss, tape.gradient(loss, model.trainable_variables)
+
+    f_loss, f_gradients = loss_and_gradients(f_encoder, f_decoder, f_labels)
+    s_loss, s_gradients = loss_and_gradients(s_encoder, s_decoder, s_labels)
+    np.testing.assert_allclose(f_loss, s_loss, rtol=1e-6)
+    for a, b in zip(f_gradients, s_gradients, strict=True):
+        # (The embeddings' gradients are IndexedSlices.)
+        np.testing.assert_allclose(tf.convert_to_tensor(a), tf.convert_to_tensor(b),
+                                   rtol=1e-5, atol=1e-7)
 
 
 def test_bucketing_cuts_padding(corpus, tokenizers):
@@ -341,7 +386,8 @@ def test_fitted_budget_is_the_epochs_padded_tokens_over_the_batches_asked_for(co
     dataset = build(corpus, tokenizers, batch_size=None, batch_tokens=budget,
                     max_target_length=MAX_SOURCE, pad_to_bucket_boundary=True)
     batches = as_numpy(dataset)
-    padded = sum(encoder.shape[0] * encoder.shape[1] for encoder, _, _ in batches)
+    # The padded tokens of the corpus's pairs (fill rows are not pairs).
+    padded = sum(encoder.any(1).sum() * encoder.shape[1] for encoder, _, _ in batches)
     assert budget == padded // 20 and MAX_SOURCE < budget < 512
     assert len(batches) >= 20  # each bucket's batches round up
     assert fitted(1) == 512  # a large corpus for its batches: the cap
