@@ -586,19 +586,10 @@ class _Batching:
         fill_short_batches = self.fill_short_batches
 
         def filled(batches, size):
-            """`batches` with each short one filled with rows of padding values up to `size`."""
+            """`batches` with each short one filled up to `size` rows of padding values."""
             if not fill_short_batches:
                 return batches
-
-            def fill(*columns):
-                missing = tf.cast(size, tf.int64) - tf.shape(columns[0], out_type=tf.int64)[0]
-                return tuple(
-                    tf.pad(column, [[0, missing]] + [[0, 0]] * (column.shape.rank - 1),
-                           constant_values=tf.cast(value, column.dtype))
-                    for column, value in zip(columns, padding_values)
-                )
-
-            return batches.map(fill)
+            return batches.map(lambda *columns: tuple(fill_rows(c, size) for c in columns))
 
         if not self.bucketing:
             dataset = filled(dataset.padded_batch(
@@ -653,6 +644,17 @@ def _check_batching(batch_size, batch_tokens, max_length):
                 f"an integer >= the longest sequence ({low} tokens), so every pair fits"
             )
             raise ValueError(f"{name} must be {reason}; received {name}={value!r}")
+
+
+def fill_rows(tensor, rows):
+    """Pad `[batch, ...]` with rows of `PAD_ID` (0) to `[rows, ...]`, `rows` >= batch.
+
+    A row of padding alone changes no gradient: the masked loss sums and
+    counts real tokens only, and a fully masked attention row stays finite.
+    """
+    missing = tf.cast(rows, tf.int32) - tf.shape(tensor)[0]
+    return tf.pad(tensor, [[0, missing]] + [[0, 0]] * (tensor.shape.rank - 1),
+                  constant_values=PAD_ID)
 
 
 def padding_fraction(dataset):

@@ -16,7 +16,7 @@ translation and the exported SavedModel:
 import tensorflow as tf
 
 from keras_tf.models.config import PAD_ID, UNK_ID
-from keras_tf.text.pipeline import frame_source, frame_target
+from keras_tf.text.pipeline import fill_rows, frame_source, frame_target
 from keras_tf.text.tokenizers import Seq2SeqTokenizers
 
 REPLACEMENT_CHARACTER = 0xFFFD
@@ -220,15 +220,6 @@ def pad_to_length(tokens, length):
     program is compiled for a few lengths, not for every one.
     """
     return tf.pad(tokens, [[0, 0], [0, length - tf.shape(tokens)[1]]], constant_values=PAD_ID)
-
-
-def fill_rows(tokens, rows):
-    """Pad `[batch, L]` with rows of 0 to `[rows, L]`, `rows` >= batch.
-
-    A row of padding alone changes no gradient: the masked loss sums and
-    counts real tokens only, and a fully masked attention row stays finite.
-    """
-    return tf.pad(tokens, [[0, rows - tf.shape(tokens)[0]], [0, 0]], constant_values=PAD_ID)
 
 
 def blank_empty_sources(source_ids, target_ids, scores):
