@@ -15,6 +15,7 @@ MODULES = [
     "keras_tf.models.config",
     "keras_tf.models.seq2seq_backbone",
     "keras_tf.models.seq2seq_transformer",
+    "keras_tf.models.token_loss",
     "keras_tf.training.losses",
     "keras_tf.training.metrics",
     "keras_tf.training.schedules",

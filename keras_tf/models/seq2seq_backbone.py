@@ -9,10 +9,11 @@ from keras_tf.layers import (
     TransformerEncoderBlock,
 )
 from keras_tf.models.config import PAD_ID, TransformerConfig
+from keras_tf.models.token_loss import TokenMeanLossTracking
 
 
 @keras.saving.register_keras_serializable(package="keras_tf")
-class Seq2SeqBackbone(keras.Model):
+class Seq2SeqBackbone(TokenMeanLossTracking, keras.Model):
     """The encoder-decoder stack of "Attention Is All You Need", without the output head.
 
     A functional model, as keras-hub's backbones are: `{"encoder_tokens",

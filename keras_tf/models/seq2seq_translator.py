@@ -36,6 +36,7 @@ from keras_tf.json_files import read_json, write_json
 from keras_tf.models.config import PAD_ID, PRESETS, TransformerConfig, get_preset
 from keras_tf.models.seq2seq_backbone import build_optimizer
 from keras_tf.models.seq2seq_transformer import Seq2SeqTransformer
+from keras_tf.models.token_loss import TokenMeanLossTracking
 from keras_tf.tensorflow_import import require_tensorflow
 from keras_tf.version import __version__
 
@@ -81,7 +82,7 @@ def _is_text(values):
 
 
 @keras.saving.register_keras_serializable(package="keras_tf")
-class Seq2SeqTranslator(keras.Model):
+class Seq2SeqTranslator(TokenMeanLossTracking, keras.Model):
     """A translator: the backbone, its preprocessor and its decoding settings.
 
     `fit` and `evaluate` take string pairs (or token ids), `generate` takes

@@ -374,8 +374,9 @@ def make_dataset(
             instead of two (`benchmarks/fill_short_batches.py`: 0.64 of
             the CPU of `transformer_small`'s first epoch on the demo
             corpus), and a single process's gradients are unchanged, since the masked loss sums and counts
-            real tokens only. Keras's reported epoch loss, which weighs
-            each batch by its rows, moves slightly. Pass `False` under a
+            real tokens only; the reported `loss`, a mean over real
+            target tokens (`keras_tf.models.token_loss`), does not
+            move either. Pass `False` under a
             `tf.distribute` strategy with more than one replica: a replica
             whose share is all padding adds a zero loss to the replicas'
             mean, so that step's gradient would shrink.

@@ -207,7 +207,9 @@ def test_evaluate_takes_strings_as_fit_does_and_predict_says_what_takes_them(tra
 
     translator = Seq2SeqTranslator.from_preset(trained["directory"])  # evaluate compiles it
     sources, targets = make_pairs(40, seed=6)
-    on_text = translator.evaluate(sources, targets, batch_size=40, verbose=0, return_dict=True)
+    # In batches of 16, 16 and 8 (filled with 8 rows of padding) against one
+    # batch of 40: the loss is a mean over target tokens, so batching moves nothing.
+    on_text = translator.evaluate(sources, targets, batch_size=16, verbose=0, return_dict=True)
     inputs, labels = translator.preprocessor.bucketed(
         *translator.preprocessor(tf.constant(sources), tf.constant(targets))
     )
@@ -216,7 +218,7 @@ def test_evaluate_takes_strings_as_fit_does_and_predict_says_what_takes_them(tra
     assert set(on_text) == {"loss", "masked_accuracy"}
     assert translator.jit_compile is True  # fit's defaults: XLA, whatever Keras's "auto" says
     for key in on_text:
-        assert on_text[key] == pytest.approx(on_ids[key], rel=1e-6), key
+        assert on_text[key] == pytest.approx(on_ids[key], rel=1e-5), key
     # The fitted translator knows these pairs: far below a uniform guess over 48 ids.
     assert on_text["loss"] < 0.5 * np.log(48)
     for strings in (sources, tf.data.Dataset.from_tensor_slices(sources).batch(8)):

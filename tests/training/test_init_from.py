@@ -32,9 +32,8 @@ def _evaluation_loss(model, data):
 
 
 def test_step_zero_loss_is_the_models_evaluation_loss(pretrained, tmp_path):
-    # A new corpus of sequences all of one length (8, inside the pre-training
-    # range), so that every batch weighs the same in the epoch's mean loss
-    # whatever the shuffle.
+    # A new corpus of sequences of one length (8, inside the pre-training range).
+    # The epoch's loss is a mean over its tokens, so the shuffle moves nothing.
     new = make_reverse_task(128, min_length=8, max_length=8, seed=5)
     expected = _evaluation_loss(pretrained, new)
     # A learning rate of 0: the weights stay the given ones through the epoch, so

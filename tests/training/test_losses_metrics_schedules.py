@@ -88,3 +88,37 @@ def test_transformer_adam_has_the_papers_betas():
     assert (optimizer.beta_1, optimizer.beta_2, optimizer.epsilon) == (0.9, 0.98, 1e-9)
     assert isinstance(optimizer._learning_rate, TransformerSchedule)
     assert math.isclose(float(optimizer.learning_rate), 512**-0.5 * 4000**-1.5, rel_tol=1e-4)
+
+
+def test_fit_and_evaluate_report_the_loss_per_target_token_not_per_row():
+    """`loss` is the mean over every real target token, whatever rows the batches hold.
+
+    Batches of 4 rows: short pairs, long pairs, then 2 real pairs and 2 rows
+    of padding alone (as `make_dataset` fills a short batch). Keras weighs a
+    batch by its rows; ours by its tokens, which `numpy_loss` over the whole
+    set is.
+    """
+    from keras_tf.models import Seq2SeqTransformer, get_preset
+
+    rng = np.random.default_rng(0)
+    lengths = [2, 1, 2, 2, 12, 11, 12, 10, 5, 6, 0, 0]
+    labels = np.zeros((len(lengths), 12), "int32")
+    for row, length in enumerate(lengths):
+        labels[row, :length] = rng.integers(3, 64, length)
+    inputs = {"encoder_tokens": np.roll(labels, 1, axis=1), "decoder_tokens": labels}
+    keras.utils.set_random_seed(0)
+    model = Seq2SeqTransformer(get_preset("transformer_tiny"))
+    model.compile(
+        optimizer=keras.optimizers.SGD(0.0),  # the weights stay: fit's loss is evaluate's
+        loss=MaskedSparseCategoricalCrossentropy(label_smoothing=0.1),
+        jit_compile=True,
+    )
+    logits = keras.ops.convert_to_numpy(model(inputs))
+    token_mean = numpy_loss(labels, logits, 0.1)
+    batch_means = [numpy_loss(labels[i:i + 4], logits[i:i + 4], 0.1) for i in (0, 4, 8)]
+    assert abs(np.mean(batch_means) - token_mean) > 0.01  # rows would tell them apart
+
+    evaluated = model.evaluate(inputs, labels, batch_size=4, verbose=0)
+    history = model.fit(inputs, labels, batch_size=4, shuffle=False, verbose=0)
+    assert evaluated == pytest.approx(token_mean, rel=1e-5)
+    assert history.history["loss"][0] == pytest.approx(token_mean, rel=1e-5)
