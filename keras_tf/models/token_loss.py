@@ -26,6 +26,21 @@ from keras import ops
 from keras_tf.models.config import PAD_ID
 
 
+def token_weights(labels, pad_id=PAD_ID, sample_weight=None, dtype="float32"):
+    """`[batch, T]` weights: 1 at real target tokens, 0 at padding, times any sample weights.
+
+    `sample_weight` is per row `[batch]` or per token `[batch, T]`. The
+    masked loss, the masked accuracy and `TokenMeanLoss` all count tokens so.
+    """
+    weights = ops.cast(ops.not_equal(ops.cast(labels, "int32"), pad_id), dtype)
+    if sample_weight is not None:
+        sample_weight = ops.cast(sample_weight, dtype)
+        while len(sample_weight.shape) < len(weights.shape):
+            sample_weight = ops.expand_dims(sample_weight, -1)
+        weights = weights * sample_weight
+    return weights
+
+
 class TokenMeanLoss(keras.metrics.Mean):
     """Keras's `loss` tracker, re-weighted from a batch's rows to its real target tokens.
 
@@ -63,12 +78,7 @@ class TokenMeanLoss(keras.metrics.Mean):
         if batch is None or labels is None:
             return
         values, rows = batch
-        tokens = ops.cast(ops.not_equal(ops.cast(labels, "int32"), self.pad_id), self.dtype)
-        if sample_weight is not None:
-            sample_weight = ops.cast(sample_weight, self.dtype)
-            while len(sample_weight.shape) < len(tokens.shape):
-                sample_weight = ops.expand_dims(sample_weight, -1)
-            tokens = tokens * sample_weight
+        tokens = token_weights(labels, self.pad_id, sample_weight, self.dtype)
         rows = ops.cast(1 if rows is None else rows, self.dtype)
         extra = ops.sum(tokens) - rows
         self.total.assign_add(ops.cast(values, self.dtype) * extra)

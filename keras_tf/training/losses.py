@@ -5,6 +5,7 @@ from keras import ops
 from keras.src.losses.loss import scale_loss_for_distribution
 
 from keras_tf.models.config import PAD_ID
+from keras_tf.models.token_loss import token_weights
 
 
 @keras.saving.register_keras_serializable(package="keras_tf")
@@ -66,15 +67,9 @@ class MaskedSparseCategoricalCrossentropy(keras.losses.Loss):
     def __call__(self, y_true, y_pred, sample_weight=None):
         # Bypasses Keras's mask-based reduction: the denominator is the count
         # of real tokens, whatever masks the logits carry.
-        losses = self.call(y_true, y_pred)
-        weights = ops.cast(ops.not_equal(ops.cast(y_true, "int32"), self.pad_id), "float32")
-        if sample_weight is not None:
-            sample_weight = ops.cast(sample_weight, "float32")
-            while len(sample_weight.shape) < len(losses.shape):
-                sample_weight = ops.expand_dims(sample_weight, -1)
-            losses = losses * sample_weight
-            weights = weights * sample_weight
-        loss = ops.sum(losses) / ops.maximum(ops.sum(weights), 1.0)
+        # call() zeroes padding; the weights also count only real tokens.
+        weights = token_weights(y_true, self.pad_id, sample_weight)
+        loss = ops.sum(self.call(y_true, y_pred) * weights) / ops.maximum(ops.sum(weights), 1.0)
         # Keras's own Loss.__call__ divides by the number of replicas under
         # tf.distribute (the per-replica losses are summed); so must we.
         return scale_loss_for_distribution(loss)

@@ -4,6 +4,7 @@ import keras
 from keras import ops
 
 from keras_tf.models.config import PAD_ID
+from keras_tf.models.token_loss import token_weights
 
 
 @keras.saving.register_keras_serializable(package="keras_tf")
@@ -32,12 +33,7 @@ class MaskedTokenAccuracy(keras.metrics.Metric):
 
     def update_state(self, y_true, y_pred, sample_weight=None):
         y_true = ops.cast(y_true, "int32")
-        mask = ops.cast(ops.not_equal(y_true, self.pad_id), "float32")
-        if sample_weight is not None:
-            sample_weight = ops.cast(sample_weight, "float32")
-            while len(sample_weight.shape) < len(mask.shape):
-                sample_weight = ops.expand_dims(sample_weight, -1)
-            mask = mask * sample_weight
+        mask = token_weights(y_true, self.pad_id, sample_weight)
         predicted = ops.cast(ops.argmax(y_pred, axis=-1), "int32")
         hits = ops.cast(ops.equal(predicted, y_true), "float32") * mask
         self.correct.assign_add(ops.sum(hits))
