@@ -22,6 +22,7 @@
    are still Keras's own.
 """
 
+import hashlib
 import json
 import logging
 import os
@@ -138,15 +139,27 @@ def any_worker(strategy, flag):
 
 
 def worker_dir(path, strategy):
-    """`path` on the chief; a fresh temporary directory on any other worker.
+    """`path` on the chief; an emptied temporary directory on any other worker.
 
     Every worker runs the same saving code, since reading some distributed
     variables is itself a collective op; only the chief's files are kept.
-    The caller removes the temporary directory with `remove_worker_dir`.
+    The directory's name depends only on `path` and the worker's task, so a
+    worker restarted after a kill (SIGKILL or a preemption, which leave no
+    chance to clean up) empties and reuses the one its predecessor left,
+    rather than leaving a model and backups in the temporary folder per
+    crash. The caller removes it with `remove_worker_dir`.
     """
     if is_chief(strategy):
         return path
-    return tempfile.mkdtemp(prefix="keras_tf_worker_")
+    resolver = getattr(strategy, "cluster_resolver", None)
+    task = f"{getattr(resolver, 'task_type', None) or 'worker'}{getattr(resolver, 'task_id', None) or 0}"
+    # The user too: on a shared machine the temporary folder is everyone's.
+    owner = getattr(os, "getuid", lambda: "")()
+    digest = hashlib.sha1(f"{owner}:{os.path.abspath(os.fspath(path))}".encode()).hexdigest()[:12]
+    directory = os.path.join(tempfile.gettempdir(), f"keras_tf_{task}_{digest}")
+    shutil.rmtree(directory, ignore_errors=True)
+    os.makedirs(directory)
+    return directory
 
 
 def remove_worker_dir(directory, path):

@@ -36,6 +36,7 @@ import numpy as np
 from keras import tree
 
 from keras_tf.models import Seq2SeqTransformer, TransformerConfig, get_preset
+from keras_tf.models.config import PAD_ID
 from keras_tf.tensorflow_import import require_tensorflow
 from keras_tf.training.distribute import (
     any_worker,
@@ -103,14 +104,18 @@ def train(
             "decoder_tokens"}, labels)`, int32, padded with 0, as one of:
             a pair of numpy arrays, batched here with `batch_size` and
             shuffled with a permutation that depends only on `seed` and the
-            epoch; a function `epoch -> tf.data.Dataset` of one pass over the
+            epoch (an epoch is `len // batch_size` full batches; the
+            `len % batch_size` examples its permutation puts last wait for
+            a later epoch); a function `epoch -> tf.data.Dataset` of one pass over the
             data, the same pass for the same epoch in every process
             (`keras_tf.text.make_dataset_by_epoch` makes one), read pass after
             pass; or a `tf.data.Dataset`. With the first two a resumed run
             reads exactly the batches an uninterrupted one would. A dataset
             is read from its start again after a resume, skipping the steps
             already trained in the epoch, in whatever order it then yields.
-        valid_data: the same, for the validation loss. Optional.
+        valid_data: the same, for the validation loss. Optional. Numpy
+            validation data is read whole, in order: its short last batch is
+            filled with rows of padding, which no loss or metric counts.
         out_dir: where checkpoints, the backup, logs and config.json go.
         epochs: total epochs, counting those already done by a killed run.
         batch_size: global batch size, for numpy data only.
@@ -425,10 +430,19 @@ def _shard_by_data(dataset):
 def _as_validation_dataset(data, batch_size, distributed):
     if isinstance(data, tf.data.Dataset):
         return data
-    _check_numpy(data, batch_size, "valid_data")
-    inputs, labels = data
-    dataset = tf.data.Dataset.from_tensor_slices((dict(inputs), labels))
-    dataset = dataset.batch(batch_size, drop_remainder=distributed)
+    count = _check_numpy(data, batch_size, "valid_data")
+    # Every example counts, and every batch has one shape (one compiled
+    # eval step): the short last batch is filled with rows of padding, which
+    # the masked loss and accuracy and the token-weighted `loss` skip, on
+    # one replica or on several (a replica's share may be padding alone).
+    rows = -count % batch_size
+    inputs, labels = tree.map_structure(
+        lambda array: np.concatenate(
+            [array, np.full((rows, *np.shape(array)[1:]), PAD_ID, np.asarray(array).dtype)]
+        ),
+        (dict(data[0]), np.asarray(data[1])),
+    )
+    dataset = tf.data.Dataset.from_tensor_slices((inputs, labels)).batch(batch_size)
     if distributed:
         dataset = _shard_by_data(dataset)
     return dataset.prefetch(tf.data.AUTOTUNE)

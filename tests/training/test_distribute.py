@@ -11,6 +11,7 @@ time runs out.
 import csv
 import json
 import os
+import pathlib
 import signal
 import socket
 import subprocess
@@ -57,7 +58,9 @@ class Pause(keras.callbacks.Callback):
 # Equal lengths: each replica's half of a batch holds the same number of
 # tokens, so the mean of the replicas' losses is the global batch's loss.
 train_data = make_reverse_task(256, min_length=6, max_length=6)
-valid_data = make_reverse_task(64, min_length=6, max_length=6, seed=1)
+# 72 = 2 batches and 8: the last is filled with padding rows, all of the
+# second replica's share of it.
+valid_data = make_reverse_task(72, min_length=6, max_length=6, seed=1)
 # The mirrored process then trains without a strategy, on the first logical
 # CPU: the single-process run, without starting TensorFlow a third time.
 runs = [(strategy, "")] if isinstance(strategy, str) else [(strategy, ""), ("default", "single-")]
@@ -89,6 +92,9 @@ def _start(script, root, name, strategy, tf_config=None, out_name=None, **extra)
     env = {k: v for k, v in os.environ.items() if k != "TF_CONFIG"}
     if tf_config:
         env["TF_CONFIG"] = json.dumps(tf_config)
+    # The non-chief's temporary files go here, for the test to find.
+    (root / "tmp").mkdir(exist_ok=True)
+    env["TMPDIR"] = str(root / "tmp")
     out_dir = root / (out_name or f"{name}_out")
     result_dir = root / f"{name}_result"
     result_dir.mkdir()
@@ -188,6 +194,10 @@ def test_two_workers_match_mirrored_and_one_process_and_resume_after_a_kill(tmp_
     for a, b in zip(_weights(results["restarted0"]), _weights(results["mirrored"])):
         np.testing.assert_allclose(a, b, rtol=0, atol=1e-6)
 
+    # The killed worker 1 left its temporary directory; restarted, it took
+    # the same one back and removed it when it finished.
+    assert [name for name in os.listdir(tmp_path / "tmp") if name.startswith("keras_tf_")] == []
+
     # Only the chief wrote to out_dir: one history row per epoch, not two.
     out_dir = tmp_path / "killed_out"
     assert sorted(os.listdir(out_dir)) == ["backup", "config.json", "history.csv", "logs", "model.keras"]
@@ -248,10 +258,11 @@ def test_read_tf_config(monkeypatch):
     assert read_tf_config() == config
 
 
-def _fake_strategy(replicas=1, chief=True):
+def _fake_strategy(replicas=1, chief=True, task_id=1):
     return types.SimpleNamespace(
         num_replicas_in_sync=replicas,
         extended=types.SimpleNamespace(should_checkpoint=chief),
+        cluster_resolver=types.SimpleNamespace(task_type="worker", task_id=task_id),
     )
 
 
@@ -266,8 +277,18 @@ def test_jit_compile_falls_back_with_several_replicas(caplog):
 def test_non_chief_writes_to_a_temporary_directory(tmp_path):
     assert worker_dir(str(tmp_path), _fake_strategy(chief=True)) == str(tmp_path)
     directory = worker_dir(str(tmp_path), _fake_strategy(chief=False))
-    assert directory != str(tmp_path) and os.path.isdir(directory)
-    remove_worker_dir(directory, str(tmp_path))
-    assert not os.path.exists(directory)
+    assert directory != str(tmp_path) and os.listdir(directory) == []
+    # A worker killed without cleaning up leaves its files; the same worker,
+    # restarted on the same out_dir, gets the same directory back, emptied.
+    (pathlib.Path(directory) / "model.keras").write_bytes(b"left by a killed worker")
+    assert worker_dir(str(tmp_path), _fake_strategy(chief=False)) == directory
+    assert os.listdir(directory) == []
+    # Another worker, or another out_dir, gets a directory of its own.
+    others = {worker_dir(str(tmp_path), _fake_strategy(chief=False, task_id=2)),
+              worker_dir(str(tmp_path / "other"), _fake_strategy(chief=False))}
+    assert directory not in others and len(others) == 2
+    for path in (directory, *others):
+        remove_worker_dir(path, str(tmp_path))
+        assert not os.path.exists(path)
     remove_worker_dir(str(tmp_path), str(tmp_path))
     assert os.path.isdir(tmp_path)

@@ -9,9 +9,19 @@ import pytest
 import tensorflow as tf
 
 import keras_tf.training  # noqa: F401  (registers the loss and metric for load_model)
-from keras_tf.models import TransformerConfig, get_preset
-from keras_tf.training import make_reverse_task
-from keras_tf.training.trainer import _fit_calls, _shuffled_epochs, _TrainingBatches, train
+from keras_tf.models import Seq2SeqTransformer, TransformerConfig, get_preset
+from keras_tf.training import (
+    MaskedSparseCategoricalCrossentropy,
+    MaskedTokenAccuracy,
+    make_reverse_task,
+)
+from keras_tf.training.trainer import (
+    _as_validation_dataset,
+    _fit_calls,
+    _shuffled_epochs,
+    _TrainingBatches,
+    train,
+)
 
 FAST = dict(batch_size=32, learning_rate=3e-3, jit_compile=False, verbose=0)
 
@@ -83,6 +93,26 @@ def test_accepts_a_tf_data_dataset(tmp_path):
     assert history.epoch == [0, 1]
     assert int(model.optimizer.iterations) == 6
     assert np.isfinite(history.history["loss"]).all()
+
+
+def test_numpy_validation_keeps_every_example_in_full_batches():
+    # 40 examples in batches of 16: the last batch holds 8 and 8 rows of padding.
+    inputs, labels = make_reverse_task(40, seed=3)
+    model = Seq2SeqTransformer(get_preset("transformer_tiny"))
+    model.compile(loss=MaskedSparseCategoricalCrossentropy(), metrics=[MaskedTokenAccuracy()])
+    for distributed in (False, True):
+        batches = list(_as_validation_dataset((inputs, labels), 16, distributed))
+        assert [len(batch_labels) for _, batch_labels in batches] == [16, 16, 16]
+        got = np.concatenate([batch_labels.numpy() for _, batch_labels in batches])
+        np.testing.assert_array_equal(got[:40], labels)
+        assert not got[40:].any()
+        encoder = np.concatenate([features["encoder_tokens"].numpy() for features, _ in batches])
+        np.testing.assert_array_equal(encoder[:40], inputs["encoder_tokens"])
+        assert not encoder[40:].any()
+    # The filled batches give the loss and accuracy of all 40 examples at once.
+    filled = model.evaluate(_as_validation_dataset((inputs, labels), 16, False), verbose=0)
+    whole = model.evaluate(inputs, labels, batch_size=40, verbose=0)
+    np.testing.assert_allclose(filled, whole, rtol=1e-5)
 
 
 def test_epochs_are_permutations_keyed_on_seed_and_epoch():
