@@ -436,12 +436,14 @@ def _as_validation_dataset(data, batch_size, distributed):
     # the masked loss and accuracy and the token-weighted `loss` skip, on
     # one replica or on several (a replica's share may be padding alone).
     rows = -count % batch_size
-    inputs, labels = tree.map_structure(
-        lambda array: np.concatenate(
-            [array, np.full((rows, *np.shape(array)[1:]), PAD_ID, np.asarray(array).dtype)]
-        ),
-        (dict(data[0]), np.asarray(data[1])),
-    )
+    inputs, labels = dict(data[0]), data[1]
+    if rows:
+        inputs, labels = tree.map_structure(
+            lambda array: np.concatenate(
+                [array, np.full((rows, *np.shape(array)[1:]), PAD_ID, np.asarray(array).dtype)]
+            ),
+            (inputs, np.asarray(labels)),
+        )
     dataset = tf.data.Dataset.from_tensor_slices((inputs, labels)).batch(batch_size)
     if distributed:
         dataset = _shard_by_data(dataset)
