@@ -143,11 +143,11 @@ def worker_dir(path, strategy):
 
     Every worker runs the same saving code, since reading some distributed
     variables is itself a collective op; only the chief's files are kept.
-    The directory's name depends only on `path` and the worker's task, so a
-    worker restarted after a kill (SIGKILL or a preemption, which leave no
-    chance to clean up) empties and reuses the one its predecessor left,
-    rather than leaving a model and backups in the temporary folder per
-    crash. The caller removes it with `remove_worker_dir`.
+    The directory's name depends only on `path`, the worker's task and the
+    user, so a worker restarted after a kill (SIGKILL or a preemption, which
+    leave no chance to clean up) empties and reuses the one its predecessor
+    left, rather than leaving a model and backups in the temporary folder
+    per crash. The caller removes it with `remove_worker_dir`.
     """
     if is_chief(strategy):
         return path

@@ -106,8 +106,9 @@ def train(
             shuffled with a permutation that depends only on `seed` and the
             epoch (an epoch is `len // batch_size` full batches; the
             `len % batch_size` examples its permutation puts last sit that
-            epoch out, other ones each epoch); a function `epoch -> tf.data.Dataset` of one pass over the
-            data, the same pass for the same epoch in every process
+            epoch out, other ones each epoch); a function `epoch ->
+            tf.data.Dataset` of one pass over the data, the same pass for
+            the same epoch in every process
             (`keras_tf.text.make_dataset_by_epoch` makes one), read pass after
             pass; or a `tf.data.Dataset`. With the first two a resumed run
             reads exactly the batches an uninterrupted one would. A dataset
