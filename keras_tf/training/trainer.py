@@ -36,7 +36,6 @@ import numpy as np
 from keras import tree
 
 from keras_tf.models import Seq2SeqTransformer, TransformerConfig, get_preset
-from keras_tf.models.config import PAD_ID
 from keras_tf.tensorflow_import import require_tensorflow
 from keras_tf.training.distribute import (
     any_worker,
@@ -431,21 +430,19 @@ def _shard_by_data(dataset):
 def _as_validation_dataset(data, batch_size, distributed):
     if isinstance(data, tf.data.Dataset):
         return data
-    count = _check_numpy(data, batch_size, "valid_data")
+    _check_numpy(data, batch_size, "valid_data")
     # Every example counts, and every batch has one shape (one compiled
     # eval step): the short last batch is filled with rows of padding, which
     # the masked loss and accuracy and the token-weighted `loss` skip, on
     # one replica or on several (a replica's share may be padding alone).
-    rows = -count % batch_size
-    inputs, labels = dict(data[0]), data[1]
-    if rows:
-        inputs, labels = tree.map_structure(
-            lambda array: np.concatenate(
-                [array, np.full((rows, *np.shape(array)[1:]), PAD_ID, np.asarray(array).dtype)]
-            ),
-            (inputs, np.asarray(labels)),
-        )
-    dataset = tf.data.Dataset.from_tensor_slices((inputs, labels)).batch(batch_size)
+    from keras_tf.text.pipeline import fill_rows
+
+    inputs, labels = data
+    dataset = (
+        tf.data.Dataset.from_tensor_slices((dict(inputs), labels))
+        .batch(batch_size)
+        .map(lambda *batch: tree.map_structure(lambda t: fill_rows(t, batch_size), batch))
+    )
     if distributed:
         dataset = _shard_by_data(dataset)
     return dataset.prefetch(tf.data.AUTOTUNE)
