@@ -1,6 +1,6 @@
 """`train` under MultiWorkerMirroredStrategy and MirroredStrategy, against one process.
 
-One process trains transformer_tiny under MirroredStrategy over two logical
+One process trains transformer_tiny (one block each side) under MirroredStrategy over two logical
 CPUs, then again without a strategy, on the same global batches. Two worker processes on
 127.0.0.1 train the same, are killed inside epoch 2 (one worker by SIGKILL,
 the other stops) and restarted, and must end as the MirroredStrategy run,
@@ -30,6 +30,7 @@ from keras_tf.training.distribute import (
     resolve_jit_compile,
     worker_dir,
 )
+from tests.helpers import one_block_tiny
 
 RUN_TIMEOUT_S = 300
 
@@ -66,7 +67,7 @@ valid_data = make_reverse_task(72, min_length=6, max_length=6, seed=1)
 runs = [(strategy, "")] if isinstance(strategy, str) else [(strategy, ""), ("default", "single-")]
 for strategy, prefix in runs:
     model, history = train(
-        "transformer_tiny", train_data, valid_data, out_dir=args["out_dir"] + prefix,
+        args["config"], train_data, valid_data, out_dir=args["out_dir"] + prefix,
         epochs=2, batch_size=32, learning_rate=3e-3, strategy=strategy,
         jit_compile=False, verbose=0, backup_every=args.get("backup_every"), callbacks=[Pause()],
     )
@@ -98,7 +99,8 @@ def _start(script, root, name, strategy, tf_config=None, out_name=None, **extra)
     out_dir = root / (out_name or f"{name}_out")
     result_dir = root / f"{name}_result"
     result_dir.mkdir()
-    args = {"strategy": strategy, "out_dir": str(out_dir), "result_dir": str(result_dir), **extra}
+    args = {"strategy": strategy, "config": one_block_tiny().to_dict(), "out_dir": str(out_dir),
+            "result_dir": str(result_dir), **extra}
     process = subprocess.Popen(
         [sys.executable, str(script), json.dumps(args)],
         env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,

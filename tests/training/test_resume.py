@@ -1,6 +1,6 @@
 """Kill `train` with SIGKILL and run the same call again: it ends as the uninterrupted run.
 
-transformer_tiny with dropout 0.1, so the dropout seed generators' states
+transformer_tiny (one block each side) with dropout 0.1, so the dropout seed generators' states
 matter. Mid-epoch: the rerun resumes at the batch after the last backup,
 trains exactly the remaining batches, and ends with the weights (bit for bit)
 and the history of an uninterrupted run (the kill during a backup checks this;
@@ -21,13 +21,13 @@ import numpy as np
 import pytest
 
 import keras_tf.training  # noqa: F401  (registers the loss and metric for load_model)
-from keras_tf.models import Seq2SeqTransformer, get_preset
+from keras_tf.models import Seq2SeqTransformer, TransformerConfig
 from keras_tf.training import make_reverse_task
 from keras_tf.training.trainer import train
-from tests.helpers import BatchesPerEpoch
+from tests.helpers import BatchesPerEpoch, one_block_tiny
 
 RUN_TIMEOUT_S = 240
-CONFIG = get_preset("transformer_tiny", dropout=0.1).to_dict()
+CONFIG = one_block_tiny(dropout=0.1).to_dict()
 # Two epochs of 8 batches, a backup every 3 steps (and at epoch ends); the
 # subprocess and the reference share these.
 TRAIN_ARGS = dict(
@@ -134,7 +134,7 @@ def test_sigkill_while_writing_the_best_model_keeps_the_previous_one(tmp_path):
     best = keras.models.load_model(run.out_dir / "model.keras")
     state = run.backup_state()
     assert (state["epoch"], state["step"]) == (1, 0)
-    first_epoch = Seq2SeqTransformer(get_preset("transformer_tiny"))
+    first_epoch = Seq2SeqTransformer(TransformerConfig.from_dict(CONFIG))
     first_epoch.load_weights(run.out_dir / "backup" / state["weights"])
     for a, b in zip(best.get_weights(), first_epoch.get_weights()):
         np.testing.assert_array_equal(a, b)
@@ -148,14 +148,14 @@ def test_sigkill_while_writing_a_backup_resumes_from_the_previous_one(
     assert returncode == -signal.SIGKILL, output[-3000:]
     partial = run.out_dir / "backup" / ".partial-epoch-0000-step-000006.weights.h5"
     with pytest.raises(Exception):
-        Seq2SeqTransformer(get_preset("transformer_tiny")).load_weights(partial)
+        Seq2SeqTransformer(TransformerConfig.from_dict(CONFIG)).load_weights(partial)
 
     state = run.backup_state()
     assert (state["epoch"], state["step"]) == (0, 3)
     # A mid-epoch backup holds what the rest of the epoch needs: the dropout
     # seed generators' states and the epoch's running metric sums.
     assert len(state["seed_states"]) > 0 and state["metric_sums"] is not None
-    Seq2SeqTransformer(get_preset("transformer_tiny")).load_weights(
+    Seq2SeqTransformer(TransformerConfig.from_dict(CONFIG)).load_weights(
         run.out_dir / "backup" / state["weights"]
     )
 

@@ -22,20 +22,22 @@ from keras_tf.training.trainer import (
     _TrainingBatches,
     train,
 )
+from tests.helpers import one_block_tiny
 
 FAST = dict(batch_size=32, learning_rate=3e-3, jit_compile=False, verbose=0)
+TINY = one_block_tiny()
 
 
 def test_writes_files_then_a_rerun_restores_and_continues(tmp_path):
     # One test: pytest-xdist would train a shared module fixture once per worker.
     data = make_reverse_task(256), make_reverse_task(64, seed=1)
-    model, history = train("transformer_tiny", *data, out_dir=str(tmp_path), epochs=2, **FAST)
+    model, history = train(TINY, *data, out_dir=str(tmp_path), epochs=2, **FAST)
 
     assert sorted(os.listdir(tmp_path)) == ["backup", "config.json", "history.csv", "logs", "model.keras"]
     events = [f for _, _, files in os.walk(tmp_path / "logs") for f in files]
     assert any(f.startswith("events.out.tfevents") for f in events), events
     config = json.loads((tmp_path / "config.json").read_text())
-    assert TransformerConfig.from_dict(config) == get_preset("transformer_tiny")
+    assert TransformerConfig.from_dict(config) == TINY
     # val_loss fell in the second epoch, so the best model is the final one.
     assert history.history["val_loss"][1] < history.history["val_loss"][0]
     best = keras.models.load_model(tmp_path / "model.keras")
@@ -48,7 +50,7 @@ def test_writes_files_then_a_rerun_restores_and_continues(tmp_path):
         "steps_per_epoch": 8,
         "weights": "epoch-0002.weights.h5",
         "best": pytest.approx(history.history["val_loss"][1]),
-        "seed_states": [],  # transformer_tiny has no dropout
+        "seed_states": [],  # no dropout
         "metric_sums": None,  # only an unfinished epoch needs them
         "history": [
             {"epoch": epoch, **{key: values[epoch] for key, values in history.history.items()}}
@@ -63,7 +65,7 @@ def test_writes_files_then_a_rerun_restores_and_continues(tmp_path):
     assert [row.split(",")[0] for row in rows[1:]] == ["0", "1"]
 
     # The same command after a finished run trains nothing and returns the final weights.
-    again, history = train("transformer_tiny", *data, out_dir=str(tmp_path), epochs=2, **FAST)
+    again, history = train(TINY, *data, out_dir=str(tmp_path), epochs=2, **FAST)
     assert history.epoch == []
     for a, b in zip(again.get_weights(), model.get_weights()):
         np.testing.assert_array_equal(a, b)
@@ -71,14 +73,14 @@ def test_writes_files_then_a_rerun_restores_and_continues(tmp_path):
     assert int(again.optimizer.iterations) == int(model.optimizer.iterations) == 16
 
     # More epochs continue from there.
-    _, history = train("transformer_tiny", *data, out_dir=str(tmp_path), epochs=3, **FAST)
+    _, history = train(TINY, *data, out_dir=str(tmp_path), epochs=3, **FAST)
     assert history.epoch == [2]
     assert json.loads((tmp_path / "backup" / "state.json").read_text())["epoch"] == 3
     assert len((tmp_path / "history.csv").read_text().splitlines()) == 1 + 3
 
     # A rerun whose epochs have another number of steps cannot resume that backup.
     with pytest.raises(ValueError, match=r"backup was made with 8 steps per epoch; this run has 4"):
-        train("transformer_tiny", *data, out_dir=str(tmp_path), epochs=4,
+        train(TINY, *data, out_dir=str(tmp_path), epochs=4,
               **{**FAST, "batch_size": 64})
 
 
@@ -87,7 +89,7 @@ def test_accepts_a_tf_data_dataset(tmp_path):
     inputs, labels = make_reverse_task(128)
     dataset = tf.data.Dataset.from_tensor_slices((inputs, labels)).batch(32)
     model, history = train(
-        get_preset("transformer_tiny").to_dict(), dataset.repeat(), out_dir=str(tmp_path),
+        TINY.to_dict(), dataset.repeat(), out_dir=str(tmp_path),
         epochs=2, steps_per_epoch=3, learning_rate=3e-3, jit_compile=False, verbose=0,
     )
     assert history.epoch == [0, 1]
