@@ -152,7 +152,8 @@ def worker_dir(path, strategy):
     if is_chief(strategy):
         return path
     resolver = getattr(strategy, "cluster_resolver", None)
-    task = f"{getattr(resolver, 'task_type', None) or 'worker'}{getattr(resolver, 'task_id', None) or 0}"
+    task_type = getattr(resolver, "task_type", None) or "worker"
+    task = f"{task_type}{getattr(resolver, 'task_id', None) or 0}"
     # The user too: on a shared machine the temporary folder is everyone's.
     owner = getattr(os, "getuid", lambda: "")()
     digest = hashlib.sha1(f"{owner}:{os.path.abspath(os.fspath(path))}".encode()).hexdigest()[:12]

@@ -1,7 +1,8 @@
 """`train` under MultiWorkerMirroredStrategy and MirroredStrategy, against one process.
 
-One process trains transformer_tiny (one block each side) under MirroredStrategy over two logical
-CPUs, then again without a strategy, on the same global batches. Two worker processes on
+One process trains transformer_tiny (one block each side) under
+MirroredStrategy over two logical CPUs, then again without a strategy, on
+the same global batches. Two worker processes on
 127.0.0.1 train the same, are killed inside epoch 2 (one worker by SIGKILL,
 the other stops) and restarted, and must end as the MirroredStrategy run,
 which must end as the single process. Every process is killed if the test's
