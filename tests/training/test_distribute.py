@@ -44,6 +44,16 @@ if strategy == "mirrored-2cpu,default":
     cpu = tf.config.list_physical_devices("CPU")[0]
     tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
     strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+if args.get("heartbeat_timeout_ms"):
+    # Before the strategy, which then keeps this coordination service. A
+    # private call: TensorFlow has no public way to set the timeout (10 s).
+    from tensorflow.compiler.xla.tsl.protobuf import coordination_config_pb2
+    from tensorflow.python.eager import context
+    context.context().configure_coordination_service(
+        service_type="standalone", service_leader="/job:worker/replica:0/task:0",
+        heartbeat_timeout_in_ms=args["heartbeat_timeout_ms"],
+        coordinated_jobs=[coordination_config_pb2.CoordinatedJob(name="worker", num_tasks=2)],
+    )
 import keras, numpy as np
 from keras_tf.training import make_reverse_task
 from keras_tf.training.trainer import train
@@ -77,6 +87,10 @@ for strategy, prefix in runs:
         json.dump(history.history, f)
     with open(os.path.join(args["result_dir"], prefix + "epochs.json"), "w") as f:
         json.dump(history.epoch, f)
+if strategy == "multi-worker":
+    from tensorflow.python.eager import context
+    with open(os.path.join(args["result_dir"], "heartbeat_timeout_ms"), "w") as f:
+        f.write(str(context.context().config.experimental.coordination_config.heartbeat_timeout_in_ms))
 """
 
 
@@ -173,9 +187,13 @@ def test_two_workers_match_mirrored_and_one_process_and_resume_after_a_kill(tmp_
         for name in killed:
             del runs[name]
 
-        # The same command again on both workers.
+        # The same command again on both workers. Nothing is killed now, so
+        # the pair's heartbeats may wait 60 s, not 10: with the other pytest
+        # worker compiling on the same 2 cores, a worker's own heartbeat once
+        # went missing for 10 s and the coordination service stopped the run.
+        steady = {**backup, "heartbeat_timeout_ms": 60_000}
         restarted = _start_pair(
-            script, tmp_path, "restarted", "killed_out", (backup, backup)
+            script, tmp_path, "restarted", "killed_out", (steady, steady)
         )
         runs.update(restarted)
         _finish(runs, time.monotonic() + RUN_TIMEOUT_S)
@@ -185,6 +203,8 @@ def test_two_workers_match_mirrored_and_one_process_and_resume_after_a_kill(tmp_
                 process.kill()
                 process.wait()
     results = {name: result_dir for name, (_, result_dir, _) in runs.items()}
+    for name in ("restarted0", "restarted1"):  # the strategy kept the longer timeout
+        assert (results[name] / "heartbeat_timeout_ms").read_text() == "60000"
 
     # Killed in epoch 2 and restarted: each worker finished that epoch, from
     # step 5, with the same weights as the other...
