@@ -18,6 +18,7 @@ from keras_tf.training import (
     train,
 )
 from keras_tf.training.bleu import ValidationBleu, corpus_scores
+from tests.helpers import one_block_tiny
 
 
 class _ScriptedBleu(ValidationBleu):
@@ -37,7 +38,7 @@ def test_keep_best_bleu_early_stopping_and_the_planned_rate(tmp_path, caplog):
     scripted = _ScriptedBleu([5.0, 7.0, 6.0, 6.5, 9.0])
     with caplog.at_level(logging.WARNING, logger="keras_tf"):
         model, history = train(
-            "transformer_tiny", make_reverse_task(128), make_reverse_task(32, seed=1),
+            one_block_tiny(), make_reverse_task(128), make_reverse_task(32, seed=1),
             out_dir=str(tmp_path), epochs=5, batch_size=32, jit_compile=False, verbose=0,
             validation_bleu=scripted, keep_best="bleu", early_stopping=2,
         )

@@ -5,12 +5,13 @@ import numpy as np
 
 from keras_tf.training import make_reverse_task
 from keras_tf.training.trainer import train
+from tests.helpers import one_block_tiny
 
 
 def test_mixed_bfloat16_trains_without_nan(tmp_path):
     # The single-machine path: model.fit under XLA.
     model, history = train(
-        "transformer_tiny", make_reverse_task(512), out_dir=str(tmp_path),
+        one_block_tiny(), make_reverse_task(512), out_dir=str(tmp_path),
         epochs=3, batch_size=64, learning_rate=3e-3, mixed_precision="mixed_bfloat16",
         jit_compile=True, verbose=0,
     )
@@ -26,7 +27,7 @@ def test_mixed_bfloat16_trains_without_nan(tmp_path):
 
 def test_mixed_float16_scales_the_loss(tmp_path):
     model, history = train(
-        "transformer_tiny", make_reverse_task(256), out_dir=str(tmp_path),
+        one_block_tiny(), make_reverse_task(256), out_dir=str(tmp_path),
         epochs=2, batch_size=32, learning_rate=3e-3, mixed_precision="mixed_float16",
         jit_compile=False, verbose=0,
     )

@@ -14,6 +14,7 @@ from keras_tf.training import (
     train,
 )
 from keras_tf.training.schedules import paper_peak_learning_rate
+from tests.helpers import one_block_tiny
 
 
 @pytest.mark.parametrize("total_steps", [10, 300, 3_000, 30_000])
@@ -46,7 +47,7 @@ def test_a_long_run_gets_the_papers_schedule():
 def test_a_run_that_ends_inside_its_warmup_warns(tmp_path, caplog):
     data = make_reverse_task(64, seed=1)
     with caplog.at_level(logging.WARNING, logger="keras_tf"):
-        train("transformer_tiny", data, out_dir=str(tmp_path), epochs=1, batch_size=32,
+        train(one_block_tiny(), data, out_dir=str(tmp_path), epochs=1, batch_size=32,
               warmup_steps=100, jit_compile=False, verbose=0)
     warnings = [r.getMessage() for r in caplog.records if "warm-up" in r.getMessage()]
     assert len(warnings) == 1 and "after 2 steps" in warnings[0] and "of 100 steps" in warnings[0]
