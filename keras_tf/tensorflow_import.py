@@ -7,7 +7,9 @@ they call `require_tensorflow` so that, without TensorFlow, the error is one
 line that says what needs it.
 """
 
+import contextlib
 import importlib
+import importlib.util
 import os
 import re
 import sys
@@ -67,6 +69,35 @@ def is_start_up_line(line):
     return bool(_START_UP_LINE.match(line))
 
 
+@contextlib.contextmanager
+def _start_up_lines_dropped():
+    """Listen to file descriptor 2; afterwards write back all but TensorFlow's start-up lines."""
+    sys.stderr.flush()
+    with tempfile.TemporaryFile() as captured:
+        stderr_fd = os.dup(2)
+        os.dup2(captured.fileno(), 2)
+        try:
+            yield
+        finally:
+            os.dup2(stderr_fd, 2)
+            os.close(stderr_fd)
+            captured.seek(0)
+            lines = captured.read().decode("utf-8", "replace").splitlines(keepends=True)
+            sys.stderr.write("".join(line for line in lines if not is_start_up_line(line)))
+            sys.stderr.flush()
+
+
+def _look_at_the_devices():
+    # Lists the devices (CUDA's start-up) without creating them, so a script
+    # may still split its CPU into logical devices after this.
+    if "tensorflow" in sys.modules:
+        sys.modules["tensorflow"].config.list_physical_devices("GPU")
+
+
+def _wants_start_up_lines():
+    return os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1") == "0"
+
+
 def import_quietly(name):
     """Import module `name` with TensorFlow's C++ start-up lines kept off stderr.
 
@@ -81,23 +112,73 @@ def import_quietly(name):
     """
     if name in sys.modules:
         return sys.modules[name]
-    if os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1") == "0":
+    if _wants_start_up_lines():
         return importlib.import_module(name)
-    sys.stderr.flush()
-    with tempfile.TemporaryFile() as captured:
-        stderr_fd = os.dup(2)
-        os.dup2(captured.fileno(), 2)
-        try:
-            module = importlib.import_module(name)
-            if "tensorflow" in sys.modules:
-                # Lists the devices (CUDA's start-up) without creating them, so a
-                # script may still split its CPU into logical devices after this.
-                sys.modules["tensorflow"].config.list_physical_devices("GPU")
-            return module
-        finally:
-            os.dup2(stderr_fd, 2)
-            os.close(stderr_fd)
-            captured.seek(0)
-            lines = captured.read().decode("utf-8", "replace").splitlines(keepends=True)
-            sys.stderr.write("".join(line for line in lines if not is_start_up_line(line)))
-            sys.stderr.flush()
+    with _start_up_lines_dropped():
+        module = importlib.import_module(name)
+        _look_at_the_devices()
+    return module
+
+
+class _QuietLoader:
+    """Runs another loader's `exec_module` with the start-up lines dropped."""
+
+    def __init__(self, loader):
+        self.loader = loader
+
+    def create_module(self, spec):
+        return self.loader.create_module(spec)
+
+    def exec_module(self, module):
+        # The module keeps the real loader; this one leaves no trace.
+        module.__spec__.loader = module.__loader__ = self.loader
+        with _start_up_lines_dropped():
+            self.loader.exec_module(module)
+            _look_at_the_devices()
+
+    def __getattr__(self, attribute):
+        return getattr(self.loader, attribute)
+
+
+class QuietFirstImport:
+    """A `sys.meta_path` finder: the first import of one module, by any code, drops its start-up lines.
+
+    On the JAX backend keras_tf does not import TensorFlow, but Keras does
+    when TensorFlow is installed and a model is saved (its serializer checks
+    `tf.TensorShape`), and a script may import it itself: `import_quietly`'s
+    filter, later. It removes itself at that first import, found or not, and
+    otherwise leaves the import to the finders after it.
+    """
+
+    def __init__(self, name):
+        self.name = name
+
+    def find_spec(self, name, path=None, target=None):
+        if name != self.name:
+            return None
+        self.remove()
+        spec = importlib.util.find_spec(name)
+        if spec is not None and spec.loader is not None:
+            spec.loader = _QuietLoader(spec.loader)
+        return spec
+
+    def remove(self):
+        if self in sys.meta_path:
+            sys.meta_path.remove(self)
+
+
+def quiet_first_import(name="tensorflow"):
+    """Drop TensorFlow's start-up lines from the first import of `name`, whenever it comes.
+
+    Returns the `QuietFirstImport` finder it installed, or None when `name` is
+    already imported or TF_CPP_MIN_LOG_LEVEL=0 asks for the lines.
+
+    Example:
+        >>> quiet_first_import("tensorflow") is None  # imported already here
+        True
+    """
+    if name in sys.modules or _wants_start_up_lines():
+        return None
+    finder = QuietFirstImport(name)
+    sys.meta_path.insert(0, finder)
+    return finder

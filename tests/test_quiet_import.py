@@ -1,10 +1,12 @@
-"""`import_quietly`: TensorFlow's C++ start-up lines are kept off stderr, nothing else is."""
+"""`import_quietly`, `quiet_first_import`: TensorFlow's C++ start-up lines are kept off stderr, nothing else is."""
 
 import os
 import subprocess
 import sys
 
-from keras_tf.tensorflow_import import import_quietly
+import pytest
+
+from keras_tf.tensorflow_import import QuietFirstImport, import_quietly, quiet_first_import
 
 NOISY_MODULE = '''
 import os
@@ -53,6 +55,50 @@ def test_an_import_error_still_shows_what_was_written(tmp_path, monkeypatch, cap
     else:
         raise AssertionError("the ImportError was swallowed")
     assert capfd.readouterr().err == "why it broke\n"
+
+
+def test_a_later_first_import_by_anyone_drops_the_start_up_lines(tmp_path, monkeypatch, capfd):
+    # On JAX, keras_tf installs this for TensorFlow, which Keras imports when it saves.
+    (tmp_path / "noisy_later.py").write_text(NOISY_MODULE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delenv("TF_CPP_MIN_LOG_LEVEL", raising=False)
+    monkeypatch.delitem(sys.modules, "noisy_later", raising=False)
+    finder = quiet_first_import("noisy_later")
+    try:
+        assert isinstance(finder, QuietFirstImport) and sys.meta_path[0] is finder
+        import noisy_later  # noqa: F401  (a plain import statement, as Keras's would be)
+
+        assert finder not in sys.meta_path  # once: it removed itself
+        assert capfd.readouterr().err == (
+            "E0000 00:00:1796082642.374453    9843 some_op.cc:12] a real error\n"
+            "an ordinary line\n"
+        )
+        # The module keeps its own loader, and a second import reads sys.modules.
+        assert type(noisy_later.__loader__).__name__ == "SourceFileLoader"
+        assert noisy_later.__spec__.loader is noisy_later.__loader__
+    finally:
+        finder.remove()
+        sys.modules.pop("noisy_later", None)
+
+
+def test_a_later_first_import_of_a_missing_module_still_fails_plainly(monkeypatch):
+    monkeypatch.delenv("TF_CPP_MIN_LOG_LEVEL", raising=False)
+    finder = quiet_first_import("no_such_module_here")
+    try:
+        with pytest.raises(ModuleNotFoundError, match="no_such_module_here"):
+            import no_such_module_here  # noqa: F401
+        assert finder not in sys.meta_path
+    finally:
+        finder.remove()
+
+
+def test_quiet_first_import_stands_aside(monkeypatch):
+    # Already imported, or TF_CPP_MIN_LOG_LEVEL=0 asks for the lines: no finder.
+    monkeypatch.delenv("TF_CPP_MIN_LOG_LEVEL", raising=False)
+    assert quiet_first_import("os") is None
+    monkeypatch.setenv("TF_CPP_MIN_LOG_LEVEL", "0")
+    assert quiet_first_import("not_imported_yet") is None
+    assert not [f for f in sys.meta_path if isinstance(f, QuietFirstImport)]
 
 
 FIRST_STEPS = """
