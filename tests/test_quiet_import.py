@@ -19,25 +19,33 @@ os.write(2, b"E0000 00:00:1796082642.374453    9843 some_op.cc:12] a real error\
 os.write(2, b"an ordinary line\\n")
 '''
 
+# What import_quietly and quiet_first_import let through of NOISY_MODULE.
+KEPT = (
+    "E0000 00:00:1796082642.374453    9843 some_op.cc:12] a real error\n"
+    "an ordinary line\n"
+)
+
+
+def noisy_module(name, tmp_path, monkeypatch, log_level=None):
+    """Make NOISY_MODULE importable as `name`, not yet imported, with TF_CPP_MIN_LOG_LEVEL set or unset."""
+    (tmp_path / f"{name}.py").write_text(NOISY_MODULE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    if log_level is None:
+        monkeypatch.delenv("TF_CPP_MIN_LOG_LEVEL", raising=False)
+    else:
+        monkeypatch.setenv("TF_CPP_MIN_LOG_LEVEL", log_level)
+    monkeypatch.delitem(sys.modules, name, raising=False)
+
 
 def test_only_the_start_up_lines_are_dropped(tmp_path, monkeypatch, capfd):
-    (tmp_path / "noisy_module.py").write_text(NOISY_MODULE)
-    monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.delenv("TF_CPP_MIN_LOG_LEVEL", raising=False)
-    monkeypatch.delitem(sys.modules, "noisy_module", raising=False)
+    noisy_module("noisy_module", tmp_path, monkeypatch)
     module = import_quietly("noisy_module")
     assert module.__name__ == "noisy_module"
-    assert capfd.readouterr().err == (
-        "E0000 00:00:1796082642.374453    9843 some_op.cc:12] a real error\n"
-        "an ordinary line\n"
-    )
+    assert capfd.readouterr().err == KEPT
 
 
 def test_log_level_0_shows_everything(tmp_path, monkeypatch, capfd):
-    (tmp_path / "noisy_module.py").write_text(NOISY_MODULE)
-    monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setenv("TF_CPP_MIN_LOG_LEVEL", "0")
-    monkeypatch.delitem(sys.modules, "noisy_module", raising=False)
+    noisy_module("noisy_module", tmp_path, monkeypatch, log_level="0")
     import_quietly("noisy_module")
     assert capfd.readouterr().err.count("\n") == 7
 
@@ -59,20 +67,14 @@ def test_an_import_error_still_shows_what_was_written(tmp_path, monkeypatch, cap
 
 def test_a_later_first_import_by_anyone_drops_the_start_up_lines(tmp_path, monkeypatch, capfd):
     # On JAX, keras_tf installs this for TensorFlow, which Keras imports when it saves.
-    (tmp_path / "noisy_later.py").write_text(NOISY_MODULE)
-    monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.delenv("TF_CPP_MIN_LOG_LEVEL", raising=False)
-    monkeypatch.delitem(sys.modules, "noisy_later", raising=False)
+    noisy_module("noisy_later", tmp_path, monkeypatch)
     finder = quiet_first_import("noisy_later")
     try:
         assert isinstance(finder, QuietFirstImport) and sys.meta_path[0] is finder
         import noisy_later  # noqa: F401  (a plain import statement, as Keras's would be)
 
         assert finder not in sys.meta_path  # once: it removed itself
-        assert capfd.readouterr().err == (
-            "E0000 00:00:1796082642.374453    9843 some_op.cc:12] a real error\n"
-            "an ordinary line\n"
-        )
+        assert capfd.readouterr().err == KEPT
         # The module keeps its own loader, and a second import reads sys.modules.
         assert type(noisy_later.__loader__).__name__ == "SourceFileLoader"
         assert noisy_later.__spec__.loader is noisy_later.__loader__
