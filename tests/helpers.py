@@ -14,8 +14,8 @@ def one_block_tiny(**overrides):
     """`transformer_tiny` with one encoder and one decoder block, as a `TransformerConfig`.
 
     For the tests of training's mechanics (resume, distribution, the files
-    `train` writes, mixed precision, keep-best, the warm-up warning), where
-    depth checks nothing: a fresh process traces and trains it in about 11 s
+    `train` writes, mixed precision, keep-best, the warm-up warning, fit's
+    trace count, the loss's token weighting), where depth checks nothing: a fresh process traces and trains it in about 11 s
     of CPU against 18 to 20 s for the preset's two blocks (2 epochs of 8
     batches, the Zen 1 VM, 2026-12-05).
     """
