@@ -87,13 +87,6 @@ def _start_up_lines_dropped():
             sys.stderr.flush()
 
 
-def _look_at_the_devices():
-    # Lists the devices (CUDA's start-up) without creating them, so a script
-    # may still split its CPU into logical devices after this.
-    if "tensorflow" in sys.modules:
-        sys.modules["tensorflow"].config.list_physical_devices("GPU")
-
-
 def _wants_start_up_lines():
     return os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1") == "0"
 
@@ -116,7 +109,10 @@ def import_quietly(name):
         return importlib.import_module(name)
     with _start_up_lines_dropped():
         module = importlib.import_module(name)
-        _look_at_the_devices()
+        if "tensorflow" in sys.modules:
+            # Lists the devices (CUDA's start-up) without creating them, so a
+            # script may still split its CPU into logical devices after this.
+            sys.modules["tensorflow"].config.list_physical_devices("GPU")
     return module
 
 
@@ -130,11 +126,12 @@ class _QuietLoader:
         return self.loader.create_module(spec)
 
     def exec_module(self, module):
-        # The module keeps the real loader; this one leaves no trace.
+        # The module keeps the real loader; this one leaves no trace. No look
+        # at the devices: an import made for Keras's type check on JAX should
+        # not start CUDA in TensorFlow beside JAX's.
         module.__spec__.loader = module.__loader__ = self.loader
         with _start_up_lines_dropped():
             self.loader.exec_module(module)
-            _look_at_the_devices()
 
     def __getattr__(self, attribute):
         return getattr(self.loader, attribute)
