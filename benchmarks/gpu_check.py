@@ -1,10 +1,11 @@
 """GPU check on JAX: training tok/s and MFU, cached decoding against the uncached loop, cached == uncached.
 
 Made for a GPU host with only JAX and the keras and keras-hub wheels (no
-TensorFlow): copy the repository, `pip install keras keras-hub jax[cuda12]`
-if they are missing, and run `python benchmarks/gpu_check.py` from the
-repository root (keras_tf is imported from the checkout). Under 4 minutes on
-an H200. In one run it prints:
+TensorFlow): copy the repository, bring the wheels it lacks
+(`benchmarks/gpu_wheels.sh`; DEVELOPERS.md gives the steps), and run
+`python benchmarks/gpu_check.py` from the repository root (keras_tf is
+imported from the checkout). Under 4 minutes on an H200. In one run it
+prints:
 
 - the matmul peak of the device in bfloat16 and float32, measured first;
 - training target tokens/s (median step of `model.fit`, XLA) and model FLOPs
