@@ -218,8 +218,10 @@ class Seq2SeqBackbone(TokenMeanLossTracking, keras.Model):
                 _BlockCall(block, "compute_cross_attention_cache")(memory)
                 for block in self.decoder_blocks
             ]
+            # Keras hands a one-element list of outputs back as the element
+            # alone; nested once, the output is this list for any depth.
             self._submodels["cross_attention_cache"] = keras.Model(
-                memory, cache, name="cross_attention_cache"
+                memory, [cache], name="cross_attention_cache"
             )
         return self._submodels["cross_attention_cache"]
 
