@@ -15,10 +15,10 @@ def one_block_tiny(**overrides):
 
     For the tests of training's mechanics (resume, distribution, the files
     `train` writes, mixed precision, keep-best, the warm-up warning, fit's
-    trace count, the loss's token weighting), where depth checks nothing: a
-    fresh process traces and trains it in about 11 s of CPU against 18 to
-    20 s for the preset's two blocks (2 epochs of 8 batches, the Zen 1 VM,
-    2026-12-05).
+    trace count, the loss's token weighting) and of serving's exports, where
+    depth checks nothing: a fresh process traces and trains it in about 11 s
+    of CPU against 18 to 20 s for the preset's two blocks (2 epochs of 8
+    batches, the Zen 1 VM, 2026-12-05).
     """
     from keras_tf.models import get_preset
 

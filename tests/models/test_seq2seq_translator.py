@@ -30,10 +30,15 @@ def make_pairs(count, seed):
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
-    """A transformer_tiny translator fitted on strings, with no warning raised.
+    """A one-block transformer_tiny translator fitted on strings, with no warning raised.
 
     Fitted once per test run: the first pytest-xdist worker to get here fits
     and saves it as a preset; each worker's tests use the reloaded preset.
+    One block: the word-by-word lexicon needs no depth, and every program
+    the module's tests compile traces half the blocks. Over seeds 7 to 10 it
+    decoded 0.70, 0.68, 0.83 and 0.68 of the held-out sentences exactly
+    (two blocks: 0.78, 0.83, 0.58, 0.68), in 14 to 17 s of CPU for the fit
+    against 22 to 25 s (the Zen 1 VM, 2026-12-05).
     """
 
     def fit(folder):
@@ -43,6 +48,7 @@ def trained(tmp_path_factory):
         translator = Seq2SeqTranslator.from_preset(
             "transformer_tiny", tokenizers=tokenizers, decoding=BEAM,
             max_source_length=MAX_LENGTH, max_target_length=MAX_LENGTH,
+            num_encoder_layers=1, num_decoder_layers=1,
         )
         # The default Adam(5e-4) suits transformer_small and up; this 32-wide
         # model learns faster at a higher rate. Without XLA: its compile costs

@@ -1,8 +1,10 @@
 """One small model, its tokenizers and its exports, built once and shared by the serving tests.
 
-The model is transformer_tiny with random weights and an untied output
-projection (a random tied model mostly repeats one token): the tests check
-that the export gives exactly the in-process strings, not good ones.
+The model is transformer_tiny with one encoder and one decoder block, random
+weights and an untied output projection (a random tied model mostly repeats
+one token): the tests check that the export gives exactly the in-process
+strings, not good ones. Depth checks nothing here (the cache of two blocks is
+the decoding tests'), and each export traces every block of its programs.
 """
 
 import base64
@@ -18,10 +20,10 @@ import pytest
 import tensorflow as tf
 from tensorflow_serving.apis import predict_pb2
 
-from keras_tf.models import Seq2SeqTransformer, get_preset
+from keras_tf.models import Seq2SeqTransformer
 from keras_tf.serving import Translator, export
 from keras_tf.text import Seq2SeqTokenizers
-from tests.helpers import build_once, shared_folder
+from tests.helpers import build_once, one_block_tiny, shared_folder
 
 MAX_LENGTH = 12
 MAX_SOURCE_LENGTH = 32
@@ -48,8 +50,7 @@ def train_tokenizers(kind):
 
 def random_model(tokenizers, seed):
     keras.utils.set_random_seed(seed)
-    config = get_preset(
-        "transformer_tiny",
+    config = one_block_tiny(
         source_vocabulary_size=tokenizers.source_vocabulary_size,
         target_vocabulary_size=tokenizers.target_vocabulary_size,
         max_source_length=MAX_SOURCE_LENGTH,
