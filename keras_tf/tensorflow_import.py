@@ -88,6 +88,7 @@ def _start_up_lines_dropped():
 
 
 def _wants_start_up_lines():
+    """Whether TF_CPP_MIN_LOG_LEVEL=0 asks for the lines; sets TensorFlow's level to 1 if unset."""
     return os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1") == "0"
 
 
