@@ -73,12 +73,44 @@ class CrossAttention:
 
 
 def _is_text(values):
-    """Whether `values` is a string or a non-empty sequence of strings."""
+    """Whether `values` is a string, or a non-empty list, tuple or 1-D numpy array of strings."""
     if isinstance(values, (str, bytes)):
         return True
+    if isinstance(values, np.ndarray) and values.ndim == 1 and values.dtype.kind in "USO":
+        values = values.tolist()
     if isinstance(values, (list, tuple)) and values:
         return all(isinstance(v, (str, bytes)) for v in values)
     return False
+
+
+def _is_empty_list(values):
+    return isinstance(values, (list, tuple)) and not values
+
+
+def _text_pairs(sources, targets, names):
+    """Two lists of strings of one length, or a ValueError that says which argument is wrong.
+
+    `names` are the two arguments' names in the caller, e.g. `("x", "y")`.
+    """
+    lists = []
+    for name, values in zip(names, (sources, targets)):
+        if not (_is_text(values) or _is_empty_list(values)):
+            raise ValueError(
+                f"{name} must be strings to pair with the strings of {' and '.join(names)}; "
+                f"received {'None' if values is None else type(values).__name__}"
+            )
+        lists.append([values] if isinstance(values, (str, bytes)) else list(values))
+    if len(lists[0]) != len(lists[1]):
+        raise ValueError(
+            f"{' and '.join(names)} must hold one target per source; received "
+            f"{len(lists[0])} sources and {len(lists[1])} targets"
+        )
+    return lists
+
+
+# How many decoding settings' string translators a Seq2SeqTranslator keeps
+# built (each holds its traced preprocessing graphs).
+TRANSLATORS_KEPT = 8
 
 
 @keras.saving.register_keras_serializable(package="keras_tf")
@@ -126,6 +158,9 @@ class Seq2SeqTranslator(TokenMeanLossTracking, keras.Model):
         self.backbone = backbone
         self.preprocessor = preprocessor
         self.decoding = decoding
+        # The string Translators of `generate`, by (preprocessor, decoding):
+        # built anew at each call, their graphs would trace again every time.
+        self._translators = {}
         # No weights of its own, and the backbone (a functional model) is
         # built: so is the translator, for `quantize` and `summary` before a call.
         self.built = True
@@ -199,7 +234,7 @@ class Seq2SeqTranslator(TokenMeanLossTracking, keras.Model):
         instantiates the tokenizing map function again, about half the CPU of
         `transformer_tiny`'s short epochs (`benchmarks/fit_on_strings.py`).
         """
-        text_pairs = _is_text(x) and _is_text(y)
+        text_pairs = _is_text(x) or _is_text(y)  # both must be, as _text_pairs checks
         dataset_of_text = False
         if not text_pairs and x is not None and y is None:
             # A tf.data.Dataset means TensorFlow is imported already; without
@@ -226,13 +261,7 @@ class Seq2SeqTranslator(TokenMeanLossTracking, keras.Model):
         strategy = getattr(self, "distribute_strategy", None) or tf.distribute.get_strategy()
         rows = batch_size if strategy.num_replicas_in_sync == 1 else None
         if text_pairs:
-            sources = [x] if isinstance(x, (str, bytes)) else list(x)
-            targets = [y] if isinstance(y, (str, bytes)) else list(y)
-            if len(sources) != len(targets):
-                raise ValueError(
-                    f"x and y must have one target per source; received {len(sources)} "
-                    f"sources and {len(targets)} targets"
-                )
+            sources, targets = _text_pairs(x, y, ("x", "y"))
             dataset = tf.data.Dataset.from_tensor_slices((sources, targets))
             if shuffle:
                 dataset = dataset.shuffle(
@@ -355,8 +384,9 @@ class Seq2SeqTranslator(TokenMeanLossTracking, keras.Model):
         """Translate strings, or generate target ids from source ids.
 
         Args:
-            inputs: a string or a list of strings (needs a preprocessor); or
-                int source ids `[batch, S]` padded with 0, END included.
+            inputs: a string, or a list or 1-D numpy array of strings (needs
+                a preprocessor); or int source ids `[batch, S]` padded with
+                0, END included.
             decoding: a `DecodingConfig`. Defaults to None: this translator's.
             **fields: `DecodingConfig` fields that replace those of
                 `decoding`, e.g. `method="beam", beam_size=4`.
@@ -366,7 +396,7 @@ class Seq2SeqTranslator(TokenMeanLossTracking, keras.Model):
             max_length]` (END included, 0 after it), as `inputs` was.
         """
         decoding = self._decoding(decoding, fields)
-        if _is_text(inputs) or (isinstance(inputs, (list, tuple)) and not inputs):
+        if _is_text(inputs) or _is_empty_list(inputs):
             texts = self._translator(decoding).translate(
                 [inputs] if isinstance(inputs, (str, bytes)) else inputs
             )
@@ -385,16 +415,29 @@ class Seq2SeqTranslator(TokenMeanLossTracking, keras.Model):
         return self._translator(self._decoding(decoding, fields)).translate_with_scores(inputs)
 
     def _translator(self, decoding):
-        self._text_preprocessor()
-        from keras_tf.serving.translator import Translator
+        """The string `Translator` of `decoding`, built at its first use and then kept.
 
-        return Translator(self.backbone, self.preprocessor.tokenizers, decoding=decoding)
+        It holds the traced preprocessing graphs, so a loop of `generate`
+        calls traces them once. The last `TRANSLATORS_KEPT` settings are kept.
+        """
+        preprocessor = self._text_preprocessor()
+        key = (preprocessor, decoding)
+        translator = self._translators.pop(key, None)
+        if translator is None:
+            from keras_tf.serving.translator import Translator
+
+            translator = Translator(self.backbone, preprocessor.tokenizers, decoding=decoding)
+            while len(self._translators) >= TRANSLATORS_KEPT:
+                del self._translators[next(iter(self._translators))]
+        self._translators[key] = translator  # the most recent last
+        return translator
 
     def score(self, sources, targets):
         """The teacher-forced log-probability of each target given its source.
 
         Args:
-            sources, targets: lists of strings (needs a preprocessor); or
+            sources, targets: lists of strings of one length (needs a
+                preprocessor); or
                 `{"encoder_tokens", "decoder_tokens"}` ids and labels `[batch,
                 T]` (0 where there is no token), as the training data holds.
 
@@ -402,7 +445,10 @@ class Seq2SeqTranslator(TokenMeanLossTracking, keras.Model):
             float32 numpy `[batch]`: the sum over the target's tokens (END
             included) of log softmax(logits)[token].
         """
-        if _is_text(sources) and _is_text(targets):
+        if _is_text(sources) or _is_text(targets) or _is_empty_list(sources):
+            sources, targets = _text_pairs(sources, targets, ("sources", "targets"))
+            if not sources:
+                return np.zeros([0], "float32")
             self._text_preprocessor()
             tf = require_tensorflow("Seq2SeqTranslator.score on text")
 
