@@ -18,6 +18,10 @@ so every model directory of the command line is a preset):
     decoding.json    the DecodingConfig (optional: greedy)
     metadata.json    keras_tf version and format (optional)
 
+`translator.save("x.keras")` (and so `keras.callbacks.ModelCheckpoint`)
+writes one file with the same contents, the tokenizers as its assets, which
+`keras.saving.load_model` reads back.
+
 The text steps need TensorFlow (TF-Text ops); the backbone and `generate` on
 token ids run on any Keras backend.
 """
@@ -108,6 +112,25 @@ def _text_pairs(sources, targets, names):
     return lists
 
 
+def _load_preprocessor(folder, max_source_length, max_target_length):
+    """`(preprocessor, text_unavailable)` from tokenizers `Seq2SeqTokenizers.save` wrote.
+
+    `(None, None)` when `folder` holds none. Without TensorFlow the model
+    still loads and takes token ids; `text_unavailable` says why text cannot.
+    """
+    if not os.path.isfile(os.path.join(folder, "tokenizers.json")):
+        return None, None
+    try:
+        from keras_tf.text import Seq2SeqTokenizers
+        from keras_tf.text.preprocessor import Seq2SeqPreprocessor
+    except ModuleNotFoundError as error:
+        if error.name != "tensorflow":
+            raise
+        return None, f"{folder}: {error}"
+    tokenizers = Seq2SeqTokenizers.load(folder)
+    return Seq2SeqPreprocessor(tokenizers, max_source_length, max_target_length), None
+
+
 # How many decoding settings' string translators a Seq2SeqTranslator keeps
 # built (each holds its traced preprocessing graphs).
 TRANSLATORS_KEPT = 8
@@ -184,6 +207,64 @@ class Seq2SeqTranslator(TokenMeanLossTracking, keras.Model):
             "tokenizers=...))"
         )
 
+    # --- Keras serialization: `translator.save("t.keras")`, ModelCheckpoint ---
+
+    def get_config(self):
+        """The backbone, the decoding settings and the preprocessor's lengths.
+
+        The tokenizers are assets: `save` writes them into the `.keras` file
+        (`save_assets`) and `keras.saving.load_model` reads them back
+        (`load_assets`). `from_config` alone gives a translator of token ids.
+        """
+        preprocessor = None
+        if self.preprocessor is not None:
+            preprocessor = {
+                "max_source_length": self.preprocessor.max_source_length,
+                "max_target_length": self.preprocessor.max_target_length,
+            }
+        return {
+            "name": self.name,
+            "trainable": self.trainable,
+            "backbone": keras.saving.serialize_keras_object(self.backbone),
+            "preprocessor": preprocessor,
+            "decoding": self.decoding.to_dict(),
+        }
+
+    @classmethod
+    def from_config(cls, config):
+        import keras_tf.training  # noqa: F401  (registers the loss of a compiled file)
+
+        config = dict(config)
+        backbone = keras.saving.deserialize_keras_object(config.pop("backbone"))
+        preprocessor = config.pop("preprocessor")
+        decoding = DecodingConfig.from_dict(config.pop("decoding"))
+        translator = cls(backbone, None, decoding, **config)
+        translator._preprocessor_lengths = preprocessor  # for load_assets
+        return translator
+
+    def save_assets(self, dir_path):
+        if self.preprocessor is not None:
+            self.preprocessor.tokenizers.save(os.path.join(dir_path, TOKENIZERS_DIR))
+
+    def load_assets(self, dir_path):
+        lengths = getattr(self, "_preprocessor_lengths", None)
+        if lengths is None:
+            return
+        self.preprocessor, self._text_unavailable = _load_preprocessor(
+            os.path.join(dir_path, TOKENIZERS_DIR),
+            lengths["max_source_length"],
+            lengths["max_target_length"],
+        )
+        if self.preprocessor is None and self._text_unavailable is None:
+            raise ValueError(
+                f"The saved translator had tokenizers but {dir_path} holds none "
+                f"({TOKENIZERS_DIR}/tokenizers.json)"
+            )
+        if self.preprocessor is not None:
+            from keras_tf.text.preprocessor import check_vocabularies_fit
+
+            check_vocabularies_fit(self.preprocessor.tokenizers, self.config)
+
     def call(self, inputs, training=None):
         # logits: [batch, target_length, target_vocabulary], float32
         return self.backbone(inputs, training=training)
@@ -222,6 +303,15 @@ class Seq2SeqTranslator(TokenMeanLossTracking, keras.Model):
         super().compile(
             optimizer=optimizer, loss=loss, metrics=metrics, jit_compile=jit_compile, **kwargs
         )
+
+    def compile_from_config(self, config):
+        """Compile a loaded `.keras` file as it was compiled, Adam's state included.
+
+        Keras skips this for a model whose `compile` is its own; this one
+        passes Keras's arguments through, so it does what Keras's does.
+        """
+        self.compile(**keras.saving.deserialize_keras_object(config))
+        self.optimizer.build(self.trainable_variables)
 
     def _as_dataset(self, x, y, batch_size, shuffle, seed, repeat=False):
         """String pairs -> `(a tf.data of preprocessed batches, None, None, batches)`.
@@ -631,22 +721,11 @@ class Seq2SeqTranslator(TokenMeanLossTracking, keras.Model):
                 )
         if not load_weights:
             backbone = Seq2SeqTransformer(config)
-        preprocessor = text_unavailable = None
-        if os.path.isfile(os.path.join(directory, TOKENIZERS_DIR, "tokenizers.json")):
-            try:
-                from keras_tf.text import Seq2SeqTokenizers
-                from keras_tf.text.preprocessor import Seq2SeqPreprocessor
-            except ModuleNotFoundError as error:
-                if error.name != "tensorflow":
-                    raise
-                # On a backend without TensorFlow the preset still loads and
-                # translates token ids; text says why it cannot.
-                text_unavailable = f"{directory}/{TOKENIZERS_DIR}: {error}"
-            else:
-                tokenizers = Seq2SeqTokenizers.load(os.path.join(directory, TOKENIZERS_DIR))
-                preprocessor = Seq2SeqPreprocessor(
-                    tokenizers, config.max_source_length, config.max_target_length
-                )
+        preprocessor, text_unavailable = _load_preprocessor(
+            os.path.join(directory, TOKENIZERS_DIR),
+            config.max_source_length,
+            config.max_target_length,
+        )
         if decoding is None and os.path.isfile(os.path.join(directory, DECODING_FILE)):
             decoding = DecodingConfig.from_dict(read_json(os.path.join(directory, DECODING_FILE)))
         translator = cls(backbone, preprocessor, decoding)

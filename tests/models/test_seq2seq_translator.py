@@ -335,6 +335,36 @@ def test_save_to_preset_round_trip_gives_equal_outputs(trained, tmp_path):
     ]
 
 
+def test_a_keras_file_from_model_checkpoint_keeps_tokenizers_decoding_and_adam(trained, tmp_path):
+    """`keras.callbacks.ModelCheckpoint("x.keras")` in `fit`, then `keras.saving.load_model`."""
+    translator = Seq2SeqTranslator.from_preset(trained["directory"])
+    # jit_compile=False: not the default, so the loaded file shows that its
+    # own compile settings came back.
+    translator.compile(optimizer=keras.optimizers.Adam(1e-3, beta_2=0.98), jit_compile=False)
+    sources, targets = make_pairs(48, seed=8)
+    path = str(tmp_path / "checkpoint.keras")
+    translator.fit(sources, targets, batch_size=16, epochs=1, verbose=0,
+                   callbacks=[keras.callbacks.ModelCheckpoint(path)])
+    loaded = keras.saving.load_model(path)
+    assert isinstance(loaded, Seq2SeqTranslator)
+    assert loaded.decoding == translator.decoding and loaded.config == translator.config
+    assert loaded.preprocessor.tokenizers.get_config() == translator.preprocessor.tokenizers.get_config()
+    assert (loaded.preprocessor.max_source_length, loaded.preprocessor.max_target_length) == (
+        MAX_LENGTH, MAX_LENGTH)
+    assert loaded.generate(sources[:6]) == translator.generate(sources[:6])
+    np.testing.assert_array_equal(loaded.score(sources, targets), translator.score(sources, targets))
+    assert loaded.jit_compile is False
+    assert loaded.optimizer.learning_rate.numpy() == pytest.approx(1e-3)
+    assert int(loaded.optimizer.iterations.numpy()) == 3  # 48 pairs in batches of 16
+    for saved, kept in zip(loaded.optimizer.variables, translator.optimizer.variables):
+        np.testing.assert_array_equal(saved.numpy(), kept.numpy())
+    # from_config alone has no assets to read: a translator of token ids.
+    ids_only = Seq2SeqTranslator.from_config(translator.get_config())
+    assert ids_only.preprocessor is None and ids_only.decoding == translator.decoding
+    with pytest.raises(ValueError, match="cannot read text"):
+        ids_only.generate(sources[:1])
+
+
 def test_a_previous_release_model_directory_loads(trained, tmp_path):
     """`keras-tf train` of the first release wrote config.json, model.keras and tokenizers/ only."""
     translator = trained["translator"]
