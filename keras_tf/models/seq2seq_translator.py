@@ -76,19 +76,41 @@ class CrossAttention:
     translation: str
 
 
-def _is_text(values):
-    """Whether `values` is a string, or a non-empty list, tuple or 1-D numpy array of strings."""
+def _as_texts(values):
+    """`(texts, single)` for text, `(None, False)` for anything else (token ids).
+
+    Text is a string; a non-empty list, tuple or 1-D numpy array of strings;
+    or a tf.string tensor of rank 0 or 1. `texts` is a list of `str` or
+    `bytes`; `single` says that one string came in, so one goes out.
+    """
+    tf = sys.modules.get("tensorflow")  # a tf.Tensor means it is imported
+    if tf is not None and isinstance(values, tf.Tensor) and values.dtype == tf.string:
+        values = values.numpy()  # bytes for a scalar, an object array otherwise
     if isinstance(values, (str, bytes)):
-        return True
+        return [values], True
     if isinstance(values, np.ndarray) and values.ndim == 1 and values.dtype.kind in "USO":
         values = values.tolist()
     if isinstance(values, (list, tuple)) and values:
-        return all(isinstance(v, (str, bytes)) for v in values)
-    return False
+        if all(isinstance(v, (str, bytes)) for v in values):
+            return list(values), False
+    return None, False
+
+
+def _is_text(values):
+    return _as_texts(values)[0] is not None
 
 
 def _is_empty_list(values):
     return isinstance(values, (list, tuple)) and not values
+
+
+def _strings_dataset(values):
+    """Whether `values` is a `tf.data.Dataset` of single strings, batched or not."""
+    tf = sys.modules.get("tensorflow")  # a tf.data.Dataset means it is imported
+    if tf is None or not isinstance(values, tf.data.Dataset):
+        return False
+    spec = values.element_spec
+    return isinstance(spec, tf.TensorSpec) and spec.dtype == tf.string and spec.shape.rank in (0, 1)
 
 
 def _text_pairs(sources, targets, names):
@@ -98,12 +120,13 @@ def _text_pairs(sources, targets, names):
     """
     lists = []
     for name, values in zip(names, (sources, targets)):
-        if not (_is_text(values) or _is_empty_list(values)):
+        texts, _ = _as_texts(values)
+        if texts is None and not _is_empty_list(values):
             raise ValueError(
                 f"{name} must be strings to pair with the strings of {' and '.join(names)}; "
                 f"received {'None' if values is None else type(values).__name__}"
             )
-        lists.append([values] if isinstance(values, (str, bytes)) else list(values))
+        lists.append(texts or [])
     if len(lists[0]) != len(lists[1]):
         raise ValueError(
             f"{' and '.join(names)} must hold one target per source; received "
@@ -474,35 +497,50 @@ class Seq2SeqTranslator(TokenMeanLossTracking, keras.Model):
         """Translate strings, or generate target ids from source ids.
 
         Args:
-            inputs: a string, or a list or 1-D numpy array of strings (needs
-                a preprocessor); or int source ids `[batch, S]` padded with
-                0, END included.
+            inputs: text (needs a preprocessor): a string, or a list, 1-D
+                numpy array or tf.string tensor of strings, or a `tf.data`
+                of strings, batched or not (unbatched: 32 a batch); or int
+                source ids `[batch, S]` padded with 0, END included.
             decoding: a `DecodingConfig`. Defaults to None: this translator's.
             **fields: `DecodingConfig` fields that replace those of
                 `decoding`, e.g. `method="beam", beam_size=4`.
 
         Returns:
-            A string, a list of strings, or int32 numpy ids `[batch,
-            max_length]` (END included, 0 after it), as `inputs` was.
+            A string for a string, a list of strings for the other text
+            inputs, or int32 numpy ids `[batch, max_length]` (END included, 0
+            after it) for ids.
         """
         decoding = self._decoding(decoding, fields)
-        if _is_text(inputs) or _is_empty_list(inputs):
-            texts = self._translator(decoding).translate(
-                [inputs] if isinstance(inputs, (str, bytes)) else inputs
+        texts, single = _as_texts(inputs)
+        if texts is not None or _is_empty_list(inputs):
+            translations = self._translator(decoding).translate(texts or [])
+            return translations[0] if single else translations
+        if _strings_dataset(inputs):
+            translator = self._translator(decoding)
+            if inputs.element_spec.shape.rank == 0:
+                inputs = inputs.batch(DEFAULT_BATCH_SIZE)
+            return [text for batch in inputs for text in translator.translate(batch.numpy())]
+        tf = sys.modules.get("tensorflow")
+        if tf is not None and isinstance(inputs, tf.data.Dataset):
+            raise TypeError(
+                "generate takes a tf.data of strings (batched or not); received one of "
+                f"{inputs.element_spec}. Pass token ids as an int array [batch, S]"
             )
-            return texts[0] if isinstance(inputs, (str, bytes)) else texts
         from keras_tf.decoding.generate import generate
 
         return generate(self.backbone, inputs, decoding=decoding).tokens
 
     def generate_with_scores(self, inputs, decoding=None, **fields):
-        """`generate` for a list of strings that also returns the scores.
+        """`generate` for a list (array, tensor) of strings that also returns the scores.
 
         Returns:
             `keras_tf.serving.Translations(texts, scores)`: scores are the
             summed log-probabilities (for beam search over the length penalty).
         """
-        return self._translator(self._decoding(decoding, fields)).translate_with_scores(inputs)
+        texts, single = _as_texts(inputs)  # a single string gets the Translator's error
+        return self._translator(self._decoding(decoding, fields)).translate_with_scores(
+            inputs if texts is None or single else texts
+        )
 
     def _translator(self, decoding):
         """The string `Translator` of `decoding`, built at its first use and then kept.

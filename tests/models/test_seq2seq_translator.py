@@ -151,15 +151,23 @@ def test_generate_in_a_loop_traces_its_text_graphs_once_and_logs_nothing(trained
     assert translator._translator(translator.decoding) is kept
 
 
-def test_numpy_arrays_of_strings_are_text(trained):
+def test_arrays_tensors_and_datasets_of_strings_are_text(trained):
+    import tensorflow as tf
+
     translator = trained["translator"]
     sources, targets = make_pairs(5, seed=3)
     as_list = translator.generate(sources)
-    assert translator.generate(np.array(sources)) == as_list
-    assert translator.generate(np.array(sources, dtype=object)) == as_list
+    for texts in (np.array(sources), np.array(sources, dtype=object), tf.constant(sources),
+                  tf.data.Dataset.from_tensor_slices(sources),            # 32 a batch
+                  tf.data.Dataset.from_tensor_slices(sources).batch(2)):  # 2, 2 and 1
+        assert translator.generate(texts) == as_list, texts
+    assert translator.generate(tf.constant(sources[0])) == as_list[0]
+    assert translator.generate_with_scores(tf.constant(sources)).texts == as_list
     np.testing.assert_array_equal(
-        translator.score(np.array(sources), np.array(targets)), translator.score(sources, targets)
+        translator.score(tf.constant(sources), np.array(targets)), translator.score(sources, targets)
     )
+    with pytest.raises(TypeError, match="generate takes a tf.data of strings .*int32"):
+        translator.generate(tf.data.Dataset.from_tensor_slices(np.ones([2, 3], "int32")))
 
 
 def test_text_pairs_that_do_not_pair_get_a_clear_error(trained):
