@@ -5,9 +5,12 @@
 Translates the source side in batches (a progress bar on stderr when it is a
 terminal, one plain line when it is a file), then
 prints sacreBLEU's corpus BLEU and chrF lines on stdout, as sacreBLEU
-prints them (default tokenizer 13a, one reference per sentence).
+prints them (default tokenizer 13a, one reference per sentence). stderr
+counts the test sources longer than the model's max_source_length, which
+are translated from their first pieces.
 """
 
+import logging
 import sys
 
 from keras_tf.cli.errors import UserError, int_in_range, writable_file
@@ -77,6 +80,10 @@ def run(args):
             translator, test.sources, args.batch_size, progress=True
         )
         lines = hypotheses
+    overlong = translator.overlong_sources(test.sources)
+    message = translator.overlong_message(len(overlong), len(test.sources), "test sources")
+    if message:
+        logging.getLogger("keras_tf.cli").warning(message)
     if args.output:
         with open(args.output, "w", encoding="utf-8", newline="\n") as file:
             file.writelines(line + "\n" for line in lines)

@@ -4,11 +4,14 @@
     keras-tf translate --model run1 --beam-size 1 < sentences.txt > translations.txt
 
 Lines are read and translated --batch-size at a time (each line as soon as
-it is typed, in a terminal). An empty line gives an empty line.
+it is typed, in a terminal). An empty line gives an empty line. A line longer
+than the model's max_source_length is translated from its first pieces, and
+stderr says which lines were cut.
 """
 
 import io
 import itertools
+import logging
 import sys
 
 from keras_tf.cli.errors import int_in_range
@@ -55,7 +58,9 @@ def run(args):
         # Bytes that are not UTF-8 become U+FFFD, as in the export, not an error.
         stdin = io.TextIOWrapper(stdin.buffer, encoding="utf-8", errors="replace")
     done = 0
+    overlong = []  # line numbers, from 1
     for batch in read_batches(stdin, batch_size):
+        overlong += [done + 1 + index for index in translator.overlong_sources(batch)]
         if args.n_best:
             from keras_tf.serving.batch_translation import format_n_best, n_best_in_batches
 
@@ -70,4 +75,8 @@ def run(args):
             sys.stdout.write(line + "\n")
         sys.stdout.flush()
         done += len(batch)
+    message = translator.overlong_message(len(overlong), done, "lines")
+    if message:
+        shown = ", ".join(map(str, overlong[:10])) + (", ..." if len(overlong) > 10 else "")
+        logging.getLogger("keras_tf.cli").warning(f"{message}: lines {shown}")
     return 0

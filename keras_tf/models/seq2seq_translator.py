@@ -30,6 +30,7 @@ import dataclasses
 import os
 import sys
 import tempfile
+import warnings
 
 import keras
 import numpy as np
@@ -152,6 +153,14 @@ def _load_preprocessor(folder, max_source_length, max_target_length):
         return None, f"{folder}: {error}"
     tokenizers = Seq2SeqTokenizers.load(folder)
     return Seq2SeqPreprocessor(tokenizers, max_source_length, max_target_length), None
+
+
+def _warn_overlong(translator, overlong, total):
+    """A UserWarning that counts the sources cut to fit, if any (`overlong`: lists of indices)."""
+    count = sum(len(indices) for indices in overlong)
+    message = translator.overlong_message(count, total)
+    if message:
+        warnings.warn(message, UserWarning, stacklevel=3)
 
 
 # How many decoding settings' string translators a Seq2SeqTranslator keeps
@@ -513,13 +522,21 @@ class Seq2SeqTranslator(TokenMeanLossTracking, keras.Model):
         decoding = self._decoding(decoding, fields)
         texts, single = _as_texts(inputs)
         if texts is not None or _is_empty_list(inputs):
-            translations = self._translator(decoding).translate(texts or [])
-            return translations[0] if single else translations
+            translator = self._translator(decoding)
+            translations = translator.translate_with_scores(texts or [])
+            _warn_overlong(translator, [translations.overlong], len(translations.texts))
+            return translations.texts[0] if single else translations.texts
         if _strings_dataset(inputs):
             translator = self._translator(decoding)
             if inputs.element_spec.shape.rank == 0:
                 inputs = inputs.batch(DEFAULT_BATCH_SIZE)
-            return [text for batch in inputs for text in translator.translate(batch.numpy())]
+            translations, overlong = [], []
+            for batch in inputs:
+                batch_translations = translator.translate_with_scores(batch.numpy())
+                overlong.append(batch_translations.overlong)
+                translations += batch_translations.texts
+            _warn_overlong(translator, overlong, len(translations))
+            return translations
         tf = sys.modules.get("tensorflow")
         if tf is not None and isinstance(inputs, tf.data.Dataset):
             raise TypeError(
@@ -538,9 +555,10 @@ class Seq2SeqTranslator(TokenMeanLossTracking, keras.Model):
             summed log-probabilities (for beam search over the length penalty).
         """
         texts, single = _as_texts(inputs)  # a single string gets the Translator's error
-        return self._translator(self._decoding(decoding, fields)).translate_with_scores(
-            inputs if texts is None or single else texts
-        )
+        translator = self._translator(self._decoding(decoding, fields))
+        translations = translator.translate_with_scores(inputs if texts is None or single else texts)
+        _warn_overlong(translator, [translations.overlong], len(translations.texts))
+        return translations
 
     def _translator(self, decoding):
         """The string `Translator` of `decoding`, built at its first use and then kept.

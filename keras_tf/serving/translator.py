@@ -40,10 +40,14 @@ class Translations:
         scores: float32 numpy `[batch]`: the summed log-probability of the
             generated tokens (END included); for beam search divided by the
             length penalty. 0 for an empty source.
+        overlong: the indices of the sources longer than
+            `max_source_length` allows, ascending; each was translated from
+            its first `max_source_length - 1` subword pieces.
     """
 
     texts: list
     scores: np.ndarray
+    overlong: list = dataclasses.field(default_factory=list)
 
 
 __all__ = ["METHODS", "Translations", "Translator", "clean_text"]
@@ -143,7 +147,45 @@ class Translator:
         source_ids = self.preprocessor.source_ids(as_string_tensor(texts))
         target_ids, scores = self._translate_ids(source_ids)
         strings = self.preprocessor.detokenize(target_ids)
-        return Translations([s.decode("utf-8") for s in strings.numpy()], scores.numpy())
+        return Translations(
+            [s.decode("utf-8") for s in strings.numpy()], scores.numpy(), self._overlong(source_ids)
+        )
+
+    def overlong_sources(self, texts):
+        """The indices of `texts` that do not fit `max_source_length`, ascending.
+
+        Each of them is translated from its first `max_source_length - 1`
+        subword pieces (then END), as the export does: callers report them.
+
+        Example:
+            >>> from keras_tf.models import Seq2SeqTransformer, get_preset
+            >>> from keras_tf.text import Seq2SeqTokenizers
+            >>> tokenizers = Seq2SeqTokenizers.train(
+            ...     ["the cat sat on the mat"] * 20, ["le chat"] * 20, vocabulary_size=16)
+            >>> model = Seq2SeqTransformer(get_preset(
+            ...     "transformer_tiny", source_vocabulary_size=16, target_vocabulary_size=16))
+            >>> Translator(model, tokenizers, max_source_length=8).overlong_sources(
+            ...     ["the cat", "the cat sat on the mat", ""])
+            [1]
+        """
+        if not len(texts):
+            return []
+        return self._overlong(self.preprocessor.source_ids(as_string_tensor(texts)))
+
+    def _overlong(self, source_ids):
+        lengths = source_ids.row_lengths().numpy()
+        return np.flatnonzero(lengths > self.decoding.max_source_length - 1).tolist()
+
+    def overlong_message(self, count, total, what="sources"):
+        """One line that says `count` of `total` `what` were cut to fit, or None for 0."""
+        if not count:
+            return None
+        limit = self.decoding.max_source_length
+        return (
+            f"{count} of {total} {what} are longer than max_source_length={limit} "
+            f"(END included) allows and were translated from their first {limit - 1} "
+            "subword pieces"
+        )
 
     def translate_n_best(self, texts, n):
         """The `n` best translations of each sentence by beam search, best first.
@@ -186,6 +228,7 @@ class Translator:
         return Translations(
             [strings[i * n : (i + 1) * n] for i in range(batch)],
             scores.numpy().reshape(batch, n),
+            self._overlong(source_ids),
         )
 
     def translate_tokens(self, source_ids):

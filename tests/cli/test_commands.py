@@ -86,3 +86,31 @@ def test_train_then_evaluate_translate_export(trained_run, tmp_path, corpus, cap
     assert [t.decode() for t in outputs["translation"].numpy()] == [
         translations[0], translations[2]
     ]
+
+
+def test_translate_and_evaluate_count_the_sources_cut_to_fit(
+    untrained_model_dir, corpus, capsys, monkeypatch, tmp_path
+):
+    """A source longer than max_source_length is translated from its first pieces, and said so."""
+    from keras_tf.text import Seq2SeqTokenizers
+
+    tokenizers = Seq2SeqTokenizers.load(os.path.join(untrained_model_dir, "tokenizers"))
+    lines = ["red cat", "red cat " * 12, "", "open the file " * 6, "save"]
+    pieces = [len(ids) for ids in tokenizers.tokenize_source(tf.constant(lines)).to_list()]
+    cut = [number for number, count in enumerate(pieces, start=1) if count > 15]
+    assert cut == [2, 4], pieces  # max_source_length 16: 15 pieces, then END
+    monkeypatch.setattr("sys.stdin", io.StringIO("".join(line + "\n" for line in lines)))
+    assert main(["translate", "--model", untrained_model_dir, "--beam-size", "1",
+                 "--batch-size", "2"]) == 0
+    captured = capsys.readouterr()
+    assert len(captured.out.splitlines()) == len(lines)
+    assert captured.err.splitlines() == [
+        "2 of 5 lines are longer than max_source_length=16 (END included) allows and were "
+        "translated from their first 15 subword pieces: lines 2, 4"
+    ]
+    test = tmp_path / "test.tsv"
+    test.write_text("".join(f"{line}\tx\n" for line in lines if line), encoding="utf-8")
+    assert main(["evaluate", "--model", untrained_model_dir, "--test", str(test),
+                 "--beam-size", "1"]) == 0
+    assert ("2 of 4 test sources are longer than max_source_length=16 (END included) allows "
+            "and were translated from their first 15 subword pieces") in capsys.readouterr().err
