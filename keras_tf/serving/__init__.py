@@ -13,6 +13,7 @@ require_tensorflow("keras_tf.serving (the SavedModel export)")
 
 from keras_tf.serving.export import (
     CONFIG_FILENAME,
+    OVERLONG_OUTPUT,
     SCORE_OUTPUT,
     SOURCE_IDS_INPUT,
     TARGET_IDS_OUTPUT,
@@ -29,6 +30,7 @@ from keras_tf.serving.translator import METHODS, Translations, Translator, clean
 __all__ = [
     "CONFIG_FILENAME",
     "METHODS",
+    "OVERLONG_OUTPUT",
     "SCORE_OUTPUT",
     "SOURCE_IDS_INPUT",
     "TARGET_IDS_OUTPUT",

@@ -43,6 +43,9 @@ TRANSLATION_OUTPUT = "translation"
 SOURCE_IDS_INPUT = "source_ids"
 TARGET_IDS_OUTPUT = "target_ids"
 SCORE_OUTPUT = "score"
+# True for a source longer than max_source_length allows: it was translated
+# from its first max_source_length - 1 subword pieces.
+OVERLONG_OUTPUT = "overlong"
 
 # Written to assets/ beside the tokenizers' files.
 CONFIG_FILENAME = "keras_tf_serving.json"
@@ -107,23 +110,25 @@ class _TranslatorModule(tf.Module):
         def translate_ids(source_ids):
             encoder_tokens = pad_to_bucket(preprocessor.encoder_tokens(source_ids), buckets)
             target_ids, scores = generate_ids(encoder_tokens)
-            return blank_empty_sources(source_ids, target_ids, scores)
+            target_ids, scores = blank_empty_sources(source_ids, target_ids, scores)
+            overlong = source_ids.row_lengths() > preprocessor.max_source_length - 1
+            return target_ids, scores, overlong
 
         @tf.function(
             input_signature=[tf.TensorSpec([None], tf.string, name=TEXT_INPUT)], autograph=False
         )
         def translate_text(text):
-            target_ids, scores = translate_ids(preprocessor.source_ids(text))
+            target_ids, scores, overlong = translate_ids(preprocessor.source_ids(text))
             translation = preprocessor.detokenize(target_ids)
-            return {TRANSLATION_OUTPUT: translation, SCORE_OUTPUT: scores}
+            return {TRANSLATION_OUTPUT: translation, SCORE_OUTPUT: scores, OVERLONG_OUTPUT: overlong}
 
         @tf.function(
             input_signature=[tf.TensorSpec([None, None], tf.int32, name=SOURCE_IDS_INPUT)],
             autograph=False,
         )
         def translate_tokens(source_ids):
-            target_ids, scores = translate_ids(preprocessor.ids_to_source_ids(source_ids))
-            return {TARGET_IDS_OUTPUT: target_ids, SCORE_OUTPUT: scores}
+            target_ids, scores, overlong = translate_ids(preprocessor.ids_to_source_ids(source_ids))
+            return {TARGET_IDS_OUTPUT: target_ids, SCORE_OUTPUT: scores, OVERLONG_OUTPUT: overlong}
 
         self.translate_text = translate_text
         self.translate_tokens = translate_tokens
@@ -214,10 +219,13 @@ def export(
         "tensorflow_version": tf.__version__,
         "version": version,
         "signatures": {
-            TEXT_SIGNATURE: {"inputs": [TEXT_INPUT], "outputs": [TRANSLATION_OUTPUT, SCORE_OUTPUT]},
+            TEXT_SIGNATURE: {
+                "inputs": [TEXT_INPUT],
+                "outputs": [TRANSLATION_OUTPUT, SCORE_OUTPUT, OVERLONG_OUTPUT],
+            },
             TOKENS_SIGNATURE: {
                 "inputs": [SOURCE_IDS_INPUT],
-                "outputs": [TARGET_IDS_OUTPUT, SCORE_OUTPUT],
+                "outputs": [TARGET_IDS_OUTPUT, SCORE_OUTPUT, OVERLONG_OUTPUT],
             },
         },
         **translator.get_config(),

@@ -232,7 +232,7 @@ class Translator:
         )
 
     def translate_tokens(self, source_ids):
-        """What the `translate_tokens` signature returns for the same ids.
+        """What the `translate_tokens` signature returns for the same ids (less `overlong`).
 
         Args:
             source_ids: int `[batch, length]` subword ids without END, padded with 0.
