@@ -4,7 +4,10 @@ One model, one set of sentences, three ways to translate them, timed in one run:
 
 * in process: `keras_tf.serving.Translator` (tokenize, `keras_tf.decoding.generate`
   compiled with XLA, detokenize), as a Python service would run it; also
-  `generate` alone on ready token ids;
+  `generate` alone on ready token ids; `Seq2SeqTranslator.generate` on
+  strings, which keeps one Translator per decoding setting; and, as its peer,
+  a new Translator at every call, as that `generate` did before 2026-12-05
+  (its preprocessing graphs traced again each time);
 * the default export (`xla=False`) and the `xla=True` export, loaded with
   `tf.saved_model.load` in a fresh process that imports only tensorflow and
   tensorflow_text (asserted), called through `serving_default`. XLA is left
@@ -138,10 +141,16 @@ def main():
     import keras
     import numpy as np
 
-    from keras_tf.decoding import generate
-    from keras_tf.models import Seq2SeqTransformer, get_preset
+    import tensorflow as tf
+
+    from keras_tf.decoding import DecodingConfig, generate
+    from keras_tf.models import Seq2SeqTransformer, Seq2SeqTranslator, get_preset
     from keras_tf.serving import Translator, export
-    from keras_tf.text import Seq2SeqTokenizers, encode_source
+    from keras_tf.text import Seq2SeqPreprocessor, Seq2SeqTokenizers, encode_source
+
+    # The new-Translator-each-call row retraces by design; TensorFlow would
+    # log a retracing warning for it every few calls.
+    tf.get_logger().setLevel("ERROR")
 
     sources, targets, corpus_name = corpus_sentences()
     tokenizers = Seq2SeqTokenizers.train(sources, targets, vocabulary_size=args.vocabulary_size)
@@ -184,11 +193,31 @@ def main():
     def generate_only(ids):
         return lambda: generate(model, ids, max_length=args.max_length)
 
+    task = Seq2SeqTranslator(
+        model,
+        Seq2SeqPreprocessor(tokenizers, config.max_source_length, config.max_target_length),
+        DecodingConfig(max_length=args.max_length),
+    )
+
+    def task_generate(texts):
+        return lambda: task.generate(texts)
+
+    def new_translator_each_call(texts):
+        return lambda: Translator(model, tokenizers, max_length=args.max_length).translate(texts)
+
     local = {
         "in-process Translator (generate, XLA)": (in_process(single), in_process(batch)),
         "in-process generate only (ids, XLA)": (
             generate_only(single_ids),
             generate_only(batch_ids),
+        ),
+        "in-process Seq2SeqTranslator.generate (strings)": (
+            task_generate(single),
+            task_generate(batch),
+        ),
+        "in-process, a new Translator each call (generate before 2026-12-05)": (
+            new_translator_each_call(single),
+            new_translator_each_call(batch),
         ),
     }
     for single_call, batch_call in local.values():  # compile and warm up
