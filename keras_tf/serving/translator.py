@@ -156,17 +156,7 @@ class Translator:
 
         Each of them is translated from its first `max_source_length - 1`
         subword pieces (then END), as the export does: callers report them.
-
-        Example:
-            >>> from keras_tf.models import Seq2SeqTransformer, get_preset
-            >>> from keras_tf.text import Seq2SeqTokenizers
-            >>> tokenizers = Seq2SeqTokenizers.train(
-            ...     ["the cat sat on the mat"] * 20, ["le chat"] * 20, vocabulary_size=16)
-            >>> model = Seq2SeqTransformer(get_preset(
-            ...     "transformer_tiny", source_vocabulary_size=16, target_vocabulary_size=16))
-            >>> Translator(model, tokenizers, max_source_length=8).overlong_sources(
-            ...     ["the cat", "the cat sat on the mat", ""])
-            [1]
+        The export's `overlong` output is true for the same rows.
         """
         if not len(texts):
             return []
