@@ -120,6 +120,67 @@ class Seq2SeqBackbone(TokenMeanLossTracking, keras.Model):
         build_optimizer(self)
         return super().fit(*args, **kwargs)
 
+    # --- LoRA fine-tuning ---
+
+    def enable_lora(self, rank, target_names=("query", "value")):
+        """Freeze every weight, then train rank-`rank` LoRA factors of the attention projections.
+
+        As keras-hub's `Backbone.enable_lora`: each `keras.layers.Dense`
+        named in `target_names` (by default the query and value projections
+        of every self- and cross-attention) gets the factors A `[d_in, rank]`
+        and B `[rank, d_out]` of `keras.layers.Dense.enable_lora`; its
+        kernel reads W + (alpha / rank) A B. B starts at zero, so the model
+        computes what it did until it trains. Call it before `compile`.
+        Every save (`.keras`, `save_to_preset`, the SavedModel export)
+        writes the merged kernels: the file is the fine-tuned model, and
+        it loads without LoRA. Its optimizer state is the factors' alone:
+        load a compiled one with `keras.saving.load_model(path,
+        compile=False)` (or Keras says it skipped the optimizer's variables).
+
+        Args:
+            rank: the factors' rank, a positive integer.
+            target_names: names of the Dense layers to adapt; the others
+                in a block are "key" and "attention_output" (attention), and
+                "inner_dense" and "output_dense" (feed-forward).
+
+        Example:
+            >>> from keras_tf.models import Seq2SeqBackbone, get_preset
+            >>> backbone = Seq2SeqBackbone(get_preset("transformer_tiny"))
+            >>> backbone.enable_lora(4)
+            >>> len(backbone.trainable_weights)  # A and B of q and v in 2 + 2 + 2 attentions
+            24
+        """
+        if isinstance(rank, bool) or not isinstance(rank, int) or rank < 1:
+            raise ValueError(f"rank must be a positive integer; received rank={rank!r}")
+        if getattr(self, "weight_quantization", None) is not None:
+            raise ValueError(
+                "enable_lora trains the model; a quantized model only decodes. Enable LoRA "
+                "on the float model, then quantize the fine-tuned one"
+            )
+        dense = [layer for layer in self._flatten_layers(include_self=False)
+                 if isinstance(layer, keras.layers.Dense)]
+        if any(layer.lora_enabled for layer in dense):
+            raise ValueError("LoRA is already enabled on this model")
+        names = sorted({layer.name for layer in dense})
+        targets = [layer for layer in dense if layer.name in target_names]
+        missing = sorted(set(target_names) - {layer.name for layer in targets})
+        if missing or not targets:
+            raise ValueError(
+                f"No Dense layer named {missing or list(target_names)}; this model's are {names}"
+            )
+        for layer in self._flatten_layers(include_self=False):
+            layer.trainable = False
+        for layer in targets:
+            layer.trainable = True
+            layer.enable_lora(rank)  # freezes the kernel
+            if layer.bias is not None:
+                layer.bias.trainable = False  # A and B alone train
+        # Imported here: keras_tf.decoding imports this package.
+        from keras_tf.decoding import forget_compiled_functions
+
+        # Decoders compiled before read the kernels without the factors.
+        forget_compiled_functions(self)
+
     # --- the forward pass, written once ---
 
     def _encode(self, encoder_tokens):

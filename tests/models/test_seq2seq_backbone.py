@@ -50,3 +50,56 @@ def test_backbone_errors_name_the_class():
         backbone({k: v.astype("float32") for k, v in BATCH.items()})
     with pytest.raises(TypeError, match="Seq2SeqBackbone expects a TransformerConfig"):
         Seq2SeqBackbone("transformer_tiny")
+
+
+def test_lora_trains_the_factors_alone_and_saves_merged_kernels(tmp_path):
+    from keras_tf.decoding import compiled_functions, generate
+    from keras_tf.training import MaskedSparseCategoricalCrossentropy
+
+    keras.utils.set_random_seed(3)
+    model = Seq2SeqTransformer(get_preset(
+        "transformer_tiny", num_encoder_layers=1, num_decoder_layers=1, tie_embeddings=False))
+    labels = np.array([[7, 6, 5, 3], [9, 3, 0, 0]], dtype="int32")
+    before = to_numpy(model(BATCH))
+    generate(model, BATCH["encoder_tokens"], max_length=5)
+    frozen = {w.path: to_numpy(w) for w in model.weights}
+
+    model.enable_lora(2)
+    assert compiled_functions(model) == {}  # programs traced before read no factors
+    # B starts at zero: the same function until it trains.
+    np.testing.assert_allclose(to_numpy(model(BATCH)), before, atol=1e-6)
+    # A and B of the query and value of 3 attentions (encoder self, decoder self and cross).
+    lora = model.trainable_weights
+    assert len(lora) == 12 and all(w.path.rsplit("/", 1)[-1] in ("lora_kernel_a", "lora_kernel_b")
+                                   for w in lora)
+    assert {w.path.split("/")[-2] for w in lora} == {"query", "value"}
+
+    model.compile(optimizer=keras.optimizers.Adam(1e-2),
+                  loss=MaskedSparseCategoricalCrossentropy(), jit_compile=False)
+    model.fit(BATCH, labels, epochs=3, verbose=0)
+    for w in model.weights:
+        if w.path in frozen:  # everything but A and B
+            np.testing.assert_array_equal(to_numpy(w), frozen[w.path], err_msg=w.path)
+    assert any(np.abs(to_numpy(w)).max() > 0 for w in lora if w.path.endswith("lora_kernel_b"))
+    tuned = to_numpy(model(BATCH))
+    assert np.abs(tuned - before).max() > 1e-3
+
+    # The file holds W + (alpha / rank) A B: a model without LoRA, the same
+    # function. Adam's state is the factors' alone, so not for this model.
+    model.save(tmp_path / "tuned.keras")
+    reloaded = keras.saving.load_model(tmp_path / "tuned.keras", compile=False)
+    assert len(reloaded.trainable_weights) == len(reloaded.weights) == len(frozen)
+    np.testing.assert_allclose(to_numpy(reloaded(BATCH)), tuned, atol=1e-5)
+    np.testing.assert_array_equal(
+        generate(model, BATCH["encoder_tokens"], max_length=5).tokens,
+        generate(reloaded, BATCH["encoder_tokens"], max_length=5).tokens,
+    )
+
+    with pytest.raises(ValueError, match="already enabled"):
+        model.enable_lora(2)
+    fresh = Seq2SeqTransformer(get_preset("transformer_tiny"))
+    with pytest.raises(ValueError, match="rank must be a positive integer; received rank=0"):
+        fresh.enable_lora(0)
+    with pytest.raises(ValueError, match=r"No Dense layer named \['keys'\]; this model's are "
+                                         r"\['attention_output', 'inner_dense', 'key', "):
+        fresh.enable_lora(4, target_names=("query", "keys"))
