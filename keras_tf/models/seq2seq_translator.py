@@ -155,12 +155,17 @@ def _load_preprocessor(folder, max_source_length, max_target_length):
     return Seq2SeqPreprocessor(tokenizers, max_source_length, max_target_length), None
 
 
-def _warn_overlong(translator, overlong, total):
-    """A UserWarning that counts the sources cut to fit, if any (`overlong`: lists of indices)."""
-    count = sum(len(indices) for indices in overlong)
-    message = translator.overlong_message(count, total)
+def _translate_batches(translator, batches):
+    """Translate each batch of strings; warn once with the count of sources cut to fit."""
+    texts, overlong = [], 0
+    for batch in batches:
+        translations = translator.translate_with_scores(batch)
+        texts += translations.texts
+        overlong += len(translations.overlong)
+    message = translator.overlong_message(overlong, len(texts))
     if message:
         warnings.warn(message, UserWarning, stacklevel=3)
+    return texts
 
 
 # How many decoding settings' string translators a Seq2SeqTranslator keeps
@@ -522,21 +527,13 @@ class Seq2SeqTranslator(TokenMeanLossTracking, keras.Model):
         decoding = self._decoding(decoding, fields)
         texts, single = _as_texts(inputs)
         if texts is not None or _is_empty_list(inputs):
-            translator = self._translator(decoding)
-            translations = translator.translate_with_scores(texts or [])
-            _warn_overlong(translator, [translations.overlong], len(translations.texts))
-            return translations.texts[0] if single else translations.texts
+            translations = _translate_batches(self._translator(decoding), [texts or []])
+            return translations[0] if single else translations
         if _strings_dataset(inputs):
-            translator = self._translator(decoding)
             if inputs.element_spec.shape.rank == 0:
                 inputs = inputs.batch(DEFAULT_BATCH_SIZE)
-            translations, overlong = [], []
-            for batch in inputs:
-                batch_translations = translator.translate_with_scores(batch.numpy())
-                overlong.append(batch_translations.overlong)
-                translations += batch_translations.texts
-            _warn_overlong(translator, overlong, len(translations))
-            return translations
+            batches = (batch.numpy() for batch in inputs)
+            return _translate_batches(self._translator(decoding), batches)
         tf = sys.modules.get("tensorflow")
         if tf is not None and isinstance(inputs, tf.data.Dataset):
             raise TypeError(
@@ -557,7 +554,9 @@ class Seq2SeqTranslator(TokenMeanLossTracking, keras.Model):
         texts, single = _as_texts(inputs)  # a single string gets the Translator's error
         translator = self._translator(self._decoding(decoding, fields))
         translations = translator.translate_with_scores(inputs if texts is None or single else texts)
-        _warn_overlong(translator, [translations.overlong], len(translations.texts))
+        message = translator.overlong_message(len(translations.overlong), len(translations.texts))
+        if message:
+            warnings.warn(message, UserWarning, stacklevel=2)
         return translations
 
     def _translator(self, decoding):
