@@ -111,8 +111,7 @@ class _TranslatorModule(tf.Module):
             encoder_tokens = pad_to_bucket(preprocessor.encoder_tokens(source_ids), buckets)
             target_ids, scores = generate_ids(encoder_tokens)
             target_ids, scores = blank_empty_sources(source_ids, target_ids, scores)
-            overlong = source_ids.row_lengths() > preprocessor.max_source_length - 1
-            return target_ids, scores, overlong
+            return target_ids, scores, preprocessor.overlong(source_ids)
 
         @tf.function(
             input_signature=[tf.TensorSpec([None], tf.string, name=TEXT_INPUT)], autograph=False

@@ -163,8 +163,7 @@ class Translator:
         return self._overlong(self.preprocessor.source_ids(as_string_tensor(texts)))
 
     def _overlong(self, source_ids):
-        lengths = source_ids.row_lengths().numpy()
-        return np.flatnonzero(lengths > self.decoding.max_source_length - 1).tolist()
+        return np.flatnonzero(self.preprocessor.overlong(source_ids).numpy()).tolist()
 
     def overlong_message(self, count, total, what="sources"):
         """One line that says `count` of `total` `what` were cut to fit, or None for 0."""

@@ -134,6 +134,10 @@ class Seq2SeqPreprocessor:
         length = max_source_length or self.max_source_length
         return frame_source(source_ids, length).to_tensor(default_value=PAD_ID)
 
+    def overlong(self, source_ids):
+        """bool `[batch]`: the sources `encoder_tokens` cuts (over max_source_length - 1 ids)."""
+        return source_ids.row_lengths() > self.max_source_length - 1
+
     def __call__(self, sources, targets):
         """A training batch from string pairs: `({"encoder_tokens", "decoder_tokens"}, labels)`.
 
