@@ -78,6 +78,12 @@ def add_arguments(parser):
         "of a tenth of the planned steps (at most 4000) to the paper's peak rate",
     )
     parser.add_argument(
+        "--gradient-accumulation-steps", metavar="N", type=int_in_range(1), default=1,
+        help="update the weights once every N batches, with the mean of their gradients: "
+        "batches N times as large (the paper's 25,000 tokens) in the memory of one; "
+        "the warm-up counts updates; default: 1",
+    )
+    parser.add_argument(
         "--keep-best", choices=("bleu", "loss"),
         help="what picks DIR/model.keras: the validation BLEU (the default with --valid; "
         "each epoch greedy-decodes --valid and logs BLEU and chrF) or the loss",
@@ -166,6 +172,7 @@ def run(args):
         epochs=args.epochs,
         steps=args.steps,
         warmup_steps=args.warmup_steps,
+        gradient_accumulation_steps=args.gradient_accumulation_steps,
         seed=args.seed,
         mixed_precision=mixed_precision,
         strategy=args.strategy,

@@ -13,9 +13,11 @@ from keras_tf.training.losses import MaskedSparseCategoricalCrossentropy
 from keras_tf.training.metrics import MaskedTokenAccuracy
 from keras_tf.training.reverse_task import make_reverse_task
 from keras_tf.training.schedules import (
+    PerUpdateSchedule,
     TransformerSchedule,
     WarmupInverseSqrtSchedule,
     planned_schedule,
+    paper_adam,
     planned_warmup_steps,
     transformer_adam,
 )
@@ -39,11 +41,13 @@ __all__ = [
     "LearningRateMonitor",
     "MaskedSparseCategoricalCrossentropy",
     "MaskedTokenAccuracy",
+    "PerUpdateSchedule",
     "TransformerSchedule",
     "WarmupInverseSqrtSchedule",
     "average_preset_dir",
     "make_reverse_task",
     "make_strategy",
+    "paper_adam",
     "planned_schedule",
     "planned_warmup_steps",
     "train",

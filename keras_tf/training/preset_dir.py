@@ -140,6 +140,7 @@ def _train_preset_dir(
     epochs=10,
     steps=None,
     warmup_steps=None,
+    gradient_accumulation_steps=None,
     seed=0,
     mixed_precision=None,
     strategy="default",
@@ -179,7 +180,10 @@ def _train_preset_dir(
             None: one pass over the training corpus.
         warmup_steps: warm-up of the paper's learning-rate schedule. Defaults
             to None: `keras_tf.training.planned_schedule`, whose warm-up is a
-            tenth of the planned steps.
+            tenth of the planned updates.
+        gradient_accumulation_steps: update the weights once every N
+            batches, as from one batch of N times the tokens (see
+            `keras_tf.training.train`). Defaults to None: every batch.
         seed: seeds the weights and the shuffle.
         mixed_precision: None, `"mixed_bfloat16"` or `"mixed_float16"`.
         strategy: `"default"`, `"mirrored"` or `"multi-worker"`.
@@ -257,6 +261,7 @@ def _train_preset_dir(
         "epochs": epochs,
         "steps": steps,
         "warmup_steps": warmup_steps,
+        "gradient_accumulation_steps": gradient_accumulation_steps,
         "seed": seed,
         "train_pairs": len(train_corpus),
         "valid_pairs": len(valid_corpus) if valid_corpus is not None else 0,
@@ -302,6 +307,14 @@ def _train_preset_dir(
             f"or less for {MIN_BATCHES_PER_EPOCH} batches an epoch; --batch-tokens sets it)",
             file=sys.stderr,
         )
+    if gradient_accumulation_steps and gradient_accumulation_steps > 1:
+        size = (f"{gradient_accumulation_steps * batch_size} pairs" if batch_size else
+                f"at most {gradient_accumulation_steps * batch_tokens} tokens")
+        print(
+            f"One update every {gradient_accumulation_steps} batches: {size} an update; "
+            "the learning-rate schedule counts updates",
+            file=sys.stderr,
+        )
     data_options = dict(
         batch_size=batch_size,
         batch_tokens=batch_tokens,
@@ -345,6 +358,7 @@ def _train_preset_dir(
         jit_compile=jit_compile,
         mixed_precision=mixed_precision,
         warmup_steps=warmup_steps,
+        gradient_accumulation_steps=gradient_accumulation_steps,
         seed=seed,
         backup_every=backup_every,
         validation_bleu=validation_bleu,

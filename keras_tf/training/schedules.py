@@ -48,16 +48,118 @@ class TransformerSchedule(keras.optimizers.schedules.LearningRateSchedule):
         }
 
 
-def transformer_adam(d_model, warmup_steps=4000, scale=1.0, **kwargs):
-    """Adam(β1=0.9, β2=0.98, ε=1e-9) on the `TransformerSchedule`, as in the paper.
+@keras.saving.register_keras_serializable(package="keras_tf")
+class PerUpdateSchedule(keras.optimizers.schedules.LearningRateSchedule):
+    """Read `schedule` at the count of optimizer updates, under gradient accumulation.
 
-    Extra keyword arguments (e.g. `clipnorm`) go to `keras.optimizers.Adam`.
+    With `gradient_accumulation_steps=N`, a Keras optimizer updates the
+    weights once every N batches, but calls its schedule with the count of
+    batches. Read that way, the paper's 4,000 warm-up steps would end after
+    4,000 / N updates. This schedule gives `schedule(batches // N)`, so
+    steps mean updates, as in the paper and in OpenNMT-tf and fairseq.
+
+    Args:
+        schedule: a `LearningRateSchedule` whose steps are updates.
+        batches_per_update: N, the optimizer's `gradient_accumulation_steps`.
+
+    Example:
+        >>> schedule = PerUpdateSchedule(TransformerSchedule(512, warmup_steps=10), 4)
+        >>> [float(schedule(b)) == float(schedule.schedule(1)) for b in (3, 4, 7, 8)]
+        [False, True, True, False]
     """
+
+    def __init__(self, schedule, batches_per_update):
+        if not isinstance(schedule, keras.optimizers.schedules.LearningRateSchedule):
+            raise TypeError(
+                "PerUpdateSchedule wraps a keras.optimizers.schedules.LearningRateSchedule; "
+                f"received {type(schedule).__name__}"
+            )
+        if not _is_int(batches_per_update) or batches_per_update < 1:
+            raise ValueError(
+                "batches_per_update must be a positive integer; "
+                f"received batches_per_update={batches_per_update!r}"
+            )
+        self.schedule = schedule
+        self.batches_per_update = batches_per_update
+
+    @property
+    def warmup_steps(self):
+        """The wrapped schedule's warm-up, in updates (None if it has none)."""
+        return getattr(self.schedule, "warmup_steps", None)
+
+    def __call__(self, step):
+        return self.schedule(ops.floor_divide(step, self.batches_per_update))
+
+    def get_config(self):
+        return {
+            "schedule": keras.saving.serialize_keras_object(self.schedule),
+            "batches_per_update": self.batches_per_update,
+        }
+
+    @classmethod
+    def from_config(cls, config):
+        schedule = keras.saving.deserialize_keras_object(config["schedule"])
+        return cls(schedule, config["batches_per_update"])
+
+
+def _is_int(value):
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def paper_adam(learning_rate, gradient_accumulation_steps=None, **kwargs):
+    """Adam with the paper's β1=0.9, β2=0.98, ε=1e-9, optionally accumulating gradients.
+
+    Args:
+        learning_rate: a float or a `LearningRateSchedule` whose steps are
+            updates.
+        gradient_accumulation_steps: N: update the weights once every N
+            batches, with the mean of their gradients, as from one batch N
+            times as large (OpenNMT-tf's `effective_batch_size`, fairseq's
+            `--update-freq`). The schedule is then read per update
+            (`PerUpdateSchedule`). Defaults to None (or 1): every batch.
+        **kwargs: further arguments of `keras.optimizers.Adam`, e.g. `clipnorm`.
+    """
+    if gradient_accumulation_steps is not None and (
+        not _is_int(gradient_accumulation_steps) or gradient_accumulation_steps < 1
+    ):
+        raise ValueError(
+            "gradient_accumulation_steps must be None or a positive integer; "
+            f"received gradient_accumulation_steps={gradient_accumulation_steps!r}"
+        )
+    if gradient_accumulation_steps == 1:
+        gradient_accumulation_steps = None
+    if gradient_accumulation_steps and isinstance(
+        learning_rate, keras.optimizers.schedules.LearningRateSchedule
+    ):
+        learning_rate = PerUpdateSchedule(learning_rate, gradient_accumulation_steps)
     return keras.optimizers.Adam(
-        learning_rate=TransformerSchedule(d_model, warmup_steps, scale),
+        learning_rate=learning_rate,
         beta_1=0.9,
         beta_2=0.98,
         epsilon=1e-9,
+        gradient_accumulation_steps=gradient_accumulation_steps,
+        **kwargs,
+    )
+
+
+def transformer_adam(d_model, warmup_steps=4000, scale=1.0, gradient_accumulation_steps=None,
+                     **kwargs):
+    """Adam(β1=0.9, β2=0.98, ε=1e-9) on the `TransformerSchedule`, as in the paper.
+
+    Args:
+        d_model, warmup_steps, scale: the `TransformerSchedule`'s.
+        gradient_accumulation_steps: update once every N batches; the
+            warm-up still counts updates (see `paper_adam`). Defaults to None.
+        **kwargs: further arguments of `keras.optimizers.Adam`, e.g. `clipnorm`.
+
+    Example:
+        >>> optimizer = transformer_adam(512, gradient_accumulation_steps=8)
+        >>> optimizer.gradient_accumulation_steps, optimizer.beta_2
+        (8, 0.98)
+    """
+    return paper_adam(
+        TransformerSchedule(d_model, warmup_steps, scale),
+        gradient_accumulation_steps=gradient_accumulation_steps,
         **kwargs,
     )
 

@@ -49,7 +49,7 @@ from keras_tf.training.bleu import KEEP_BEST
 from keras_tf.training.callbacks import LearningRateMonitor
 from keras_tf.training.losses import MaskedSparseCategoricalCrossentropy
 from keras_tf.training.metrics import MaskedTokenAccuracy
-from keras_tf.training.schedules import TransformerSchedule, planned_schedule
+from keras_tf.training.schedules import TransformerSchedule, paper_adam, planned_schedule
 
 tf = require_tensorflow("keras_tf.training.train")
 logger = logging.getLogger(__name__)
@@ -75,6 +75,7 @@ def train(
     mixed_precision=None,
     learning_rate=None,
     warmup_steps=None,
+    gradient_accumulation_steps=None,
     label_smoothing=0.1,
     seed=0,
     jit_compile=True,
@@ -132,12 +133,22 @@ def train(
             a float or a `LearningRateSchedule`, for Adam(β1=0.9, β2=0.98,
             ε=1e-9).
         warmup_steps: with `learning_rate=None`: None (default) for
-            `planned_schedule(d_model, epochs * steps per epoch)`, whose
+            `planned_schedule(d_model, planned updates)`, whose
             warm-up is a tenth of the run, so even a short run reaches the
             paper's peak; an int for the paper's schedule with that warm-up
             (`transformer_adam(d_model, warmup_steps)`). The learning rate
             goes to the logs (`LearningRateMonitor`), and a run that ends
             inside its warm-up logs a warning.
+        gradient_accumulation_steps: N: update the weights once every N
+            batches, with the mean of their gradients (each batch's loss is
+            already a mean over its target tokens), as from one batch N
+            times as large: the paper's 25,000-token batches on a device
+            that holds a fraction of them. The learning-rate schedule and
+            `warmup_steps` count updates, not batches; `steps_per_epoch`,
+            `backup_every` and the progress bar count batches. Defaults to
+            None: every batch. A resumed run must use the same N. Refused
+            under strategies with several replicas (keras-team/keras
+            #20582): add replicas for a larger global batch instead.
         label_smoothing: ε of the loss. Defaults to 0.1, the paper's value.
         seed: seeds the weights and the numpy-data shuffle. Defaults to 0.
         jit_compile: compile the train step with XLA. Defaults to True; turned
@@ -211,11 +222,22 @@ def train(
         raise ValueError(
             f"early_stopping must be a positive integer; received early_stopping={early_stopping!r}"
         )
+    if gradient_accumulation_steps is not None and (
+        not isinstance(gradient_accumulation_steps, int)
+        or isinstance(gradient_accumulation_steps, bool)
+        or gradient_accumulation_steps < 1
+    ):
+        raise ValueError(
+            "gradient_accumulation_steps must be None or a positive integer; "
+            f"received gradient_accumulation_steps={gradient_accumulation_steps!r}"
+        )
+    batches_per_update = gradient_accumulation_steps or 1
     keras.utils.set_random_seed(seed)
 
     backup_dir = os.path.join(out_dir, "backup")
     state = _read_backup_state(backup_dir)
     distributed = strategy.num_replicas_in_sync > 1
+    check_accumulation_fits(batches_per_update, strategy)
     batches = _TrainingBatches(train_data, batch_size, steps_per_epoch, seed, distributed)
     if state and state["steps_per_epoch"] not in (None, batches.steps_per_epoch):
         raise ValueError(
@@ -223,15 +245,24 @@ def train(
             f"run has {batches.steps_per_epoch}: resume with the same data and batch size, "
             "or use a new out_dir"
         )
+    if state and state["batches_per_update"] != batches_per_update:
+        raise ValueError(
+            f"{backup_dir} was made with gradient_accumulation_steps="
+            f"{state['batches_per_update']}; this run has {batches_per_update}: the "
+            "optimizer's accumulated gradients do not carry over, so resume with the same "
+            "value, or use a new out_dir"
+        )
     valid_set = None
     if valid_data is not None:
         valid_set = _as_validation_dataset(valid_data, batch_size, distributed)
 
-    schedule = _schedule(config, learning_rate, warmup_steps, epochs, batches.steps_per_epoch)
+    schedule = _schedule(
+        config, learning_rate, warmup_steps, epochs, batches.steps_per_epoch, batches_per_update
+    )
     with strategy.scope():
         model = Seq2SeqTransformer(config, dtype=mixed_precision)
         model.compile(
-            optimizer=_make_optimizer(schedule, mixed_precision),
+            optimizer=_make_optimizer(schedule, mixed_precision, batches_per_update),
             loss=MaskedSparseCategoricalCrossentropy(label_smoothing=label_smoothing),
             metrics=[MaskedTokenAccuracy()],
             jit_compile=resolve_jit_compile(jit_compile, strategy),
@@ -271,6 +302,7 @@ def train(
             keep=keep_checkpoints,
             state=state,
             steps_per_epoch=batches.steps_per_epoch,
+            batches_per_update=batches_per_update,
             backup_every=backup_every,
             strategy=strategy,
             element_spec=batches.element_spec,
@@ -310,6 +342,24 @@ def train(
     finally:
         remove_worker_dir(write_dir, out_dir)
     return model, _joined(histories, model)
+
+
+def check_accumulation_fits(batches_per_update, strategy):
+    """Refuse gradient accumulation under several replicas, which Keras 3.15 cannot run.
+
+    Keras's optimizer updates inside an `ops.cond`, and under a
+    `tf.distribute` strategy with several replicas that update is a
+    cross-replica `merge_call`, which TensorFlow refuses inside a cond
+    (keras-team/keras #20582): `fit` would fail at its first step.
+    """
+    replicas = strategy.num_replicas_in_sync
+    if batches_per_update > 1 and replicas > 1:
+        raise ValueError(
+            f"gradient_accumulation_steps={batches_per_update} needs a strategy with one "
+            f"replica; this one has {replicas}. Keras 3.15's optimizers cannot accumulate "
+            "across replicas (keras-team/keras #20582); the replicas already multiply the "
+            "batch, so leave accumulation out or use one device"
+        )
 
 
 def _fit_calls(epoch, step, epochs):
@@ -367,8 +417,11 @@ def _as_config(model_config):
     )
 
 
-def _schedule(config, learning_rate, warmup_steps, epochs, steps_per_epoch):
-    """The learning rate (a float or a `LearningRateSchedule`) for `train`'s arguments."""
+def _schedule(config, learning_rate, warmup_steps, epochs, steps_per_epoch, batches_per_update=1):
+    """The learning rate (a float or a `LearningRateSchedule`) for `train`'s arguments.
+
+    Its steps are updates: `epochs * steps_per_epoch / batches_per_update` are planned.
+    """
     if learning_rate is not None:
         return learning_rate
     if warmup_steps is not None:
@@ -379,12 +432,13 @@ def _schedule(config, learning_rate, warmup_steps, epochs, steps_per_epoch):
             "The default learning-rate schedule follows the planned number of steps; "
             "train_data has no known length, so pass steps_per_epoch or warmup_steps"
         )
-    return planned_schedule(config.d_model, epochs * steps)
+    return planned_schedule(config.d_model, max(1, epochs * steps // batches_per_update))
 
 
-def _make_optimizer(learning_rate, mixed_precision):
-    # Adam with the paper's β2 and ε (section 5.3), whatever the schedule.
-    optimizer = keras.optimizers.Adam(learning_rate, beta_1=0.9, beta_2=0.98, epsilon=1e-9)
+def _make_optimizer(learning_rate, mixed_precision, batches_per_update=1):
+    # Adam with the paper's β2 and ε (section 5.3), whatever the schedule;
+    # under accumulation the schedule is read per update.
+    optimizer = paper_adam(learning_rate, gradient_accumulation_steps=batches_per_update)
     if mixed_precision == "mixed_float16":
         # float16 gradients underflow without loss scaling. `compile` would
         # wrap the optimizer itself only if the model's own policy were
@@ -581,10 +635,11 @@ class _Checkpointer(keras.callbacks.Callback):
     call starts its first epoch (non-zero when it resumes inside an epoch).
     """
 
-    def __init__(self, directory, monitor, mode, keep, state, steps_per_epoch, backup_every,
-                 strategy, element_spec):
+    def __init__(self, directory, monitor, mode, keep, state, steps_per_epoch, batches_per_update,
+                 backup_every, strategy, element_spec):
         super().__init__()
         self.keep = keep
+        self.batches_per_update = batches_per_update
         self.element_spec = element_spec
         self.model_path = os.path.join(directory, "model.keras")
         self.backup_dir = os.path.join(directory, "backup")
@@ -655,6 +710,7 @@ class _Checkpointer(keras.callbacks.Callback):
             "epoch": epochs_done,
             "step": step,
             "steps_per_epoch": self.steps_per_epoch,
+            "batches_per_update": self.batches_per_update,
             "weights": weights,
             "best": self.best,
             "seed_states": _values(_seed_states(self.model)),
@@ -758,8 +814,8 @@ def _read_backup_state(backup_dir):
     with tf.io.gfile.GFile(path) as f:
         state = json.loads(f.read())
     state["best"] = float(state["best"])  # json writes inf as Infinity
-    for key, default in (("step", 0), ("steps_per_epoch", None), ("seed_states", []),
-                         ("metric_sums", None), ("history", [])):
+    for key, default in (("step", 0), ("steps_per_epoch", None), ("batches_per_update", 1),
+                         ("seed_states", []), ("metric_sums", None), ("history", [])):
         state.setdefault(key, default)
     return state
 

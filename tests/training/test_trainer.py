@@ -48,6 +48,7 @@ def test_writes_files_then_a_rerun_restores_and_continues(tmp_path):
         "epoch": 2,
         "step": 0,
         "steps_per_epoch": 8,
+        "batches_per_update": 1,  # no gradient accumulation
         "weights": "epoch-0002.weights.h5",
         "best": pytest.approx(history.history["val_loss"][1]),
         "seed_states": [],  # no dropout
