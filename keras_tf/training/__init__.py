@@ -16,8 +16,8 @@ from keras_tf.training.schedules import (
     PerUpdateSchedule,
     TransformerSchedule,
     WarmupInverseSqrtSchedule,
-    planned_schedule,
     paper_adam,
+    planned_schedule,
     planned_warmup_steps,
     transformer_adam,
 )

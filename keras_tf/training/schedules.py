@@ -106,6 +106,23 @@ def _is_int(value):
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+def checked_accumulation_steps(gradient_accumulation_steps):
+    """N, the batches an update takes, for `gradient_accumulation_steps` (None: 1), checked.
+
+    Example:
+        >>> checked_accumulation_steps(None), checked_accumulation_steps(8)
+        (1, 8)
+    """
+    if gradient_accumulation_steps is None:
+        return 1
+    if not _is_int(gradient_accumulation_steps) or gradient_accumulation_steps < 1:
+        raise ValueError(
+            "gradient_accumulation_steps must be None or a positive integer; "
+            f"received gradient_accumulation_steps={gradient_accumulation_steps!r}"
+        )
+    return gradient_accumulation_steps
+
+
 def paper_adam(learning_rate, gradient_accumulation_steps=None, **kwargs):
     """Adam with the paper's β1=0.9, β2=0.98, ε=1e-9, optionally accumulating gradients.
 
@@ -119,25 +136,15 @@ def paper_adam(learning_rate, gradient_accumulation_steps=None, **kwargs):
             (`PerUpdateSchedule`). Defaults to None (or 1): every batch.
         **kwargs: further arguments of `keras.optimizers.Adam`, e.g. `clipnorm`.
     """
-    if gradient_accumulation_steps is not None and (
-        not _is_int(gradient_accumulation_steps) or gradient_accumulation_steps < 1
-    ):
-        raise ValueError(
-            "gradient_accumulation_steps must be None or a positive integer; "
-            f"received gradient_accumulation_steps={gradient_accumulation_steps!r}"
-        )
-    if gradient_accumulation_steps == 1:
-        gradient_accumulation_steps = None
-    if gradient_accumulation_steps and isinstance(
-        learning_rate, keras.optimizers.schedules.LearningRateSchedule
-    ):
-        learning_rate = PerUpdateSchedule(learning_rate, gradient_accumulation_steps)
+    steps = checked_accumulation_steps(gradient_accumulation_steps)
+    if steps > 1 and isinstance(learning_rate, keras.optimizers.schedules.LearningRateSchedule):
+        learning_rate = PerUpdateSchedule(learning_rate, steps)
     return keras.optimizers.Adam(
         learning_rate=learning_rate,
         beta_1=0.9,
         beta_2=0.98,
         epsilon=1e-9,
-        gradient_accumulation_steps=gradient_accumulation_steps,
+        gradient_accumulation_steps=steps if steps > 1 else None,  # Keras refuses 1
         **kwargs,
     )
 

@@ -49,7 +49,12 @@ from keras_tf.training.bleu import KEEP_BEST
 from keras_tf.training.callbacks import LearningRateMonitor
 from keras_tf.training.losses import MaskedSparseCategoricalCrossentropy
 from keras_tf.training.metrics import MaskedTokenAccuracy
-from keras_tf.training.schedules import TransformerSchedule, paper_adam, planned_schedule
+from keras_tf.training.schedules import (
+    TransformerSchedule,
+    checked_accumulation_steps,
+    paper_adam,
+    planned_schedule,
+)
 
 tf = require_tensorflow("keras_tf.training.train")
 logger = logging.getLogger(__name__)
@@ -222,16 +227,7 @@ def train(
         raise ValueError(
             f"early_stopping must be a positive integer; received early_stopping={early_stopping!r}"
         )
-    if gradient_accumulation_steps is not None and (
-        not isinstance(gradient_accumulation_steps, int)
-        or isinstance(gradient_accumulation_steps, bool)
-        or gradient_accumulation_steps < 1
-    ):
-        raise ValueError(
-            "gradient_accumulation_steps must be None or a positive integer; "
-            f"received gradient_accumulation_steps={gradient_accumulation_steps!r}"
-        )
-    batches_per_update = gradient_accumulation_steps or 1
+    batches_per_update = checked_accumulation_steps(gradient_accumulation_steps)
     keras.utils.set_random_seed(seed)
 
     backup_dir = os.path.join(out_dir, "backup")
