@@ -389,6 +389,32 @@ def tokenizers(directory, order, source_vocabulary, target_vocabulary):
     )
 
 
+def _read_marian(directory):
+    """`(preprocessor, config, id order, Marian config)` of a local Marian directory.
+
+    The weights stay unread.
+    """
+    from keras_tf.text.preprocessor import Seq2SeqPreprocessor
+
+    marian_config = read_marian_config(directory)
+    source_vocabulary, target_vocabulary, unk_id = read_vocabularies(directory, marian_config)
+    order = marian_id_order(marian_config, unk_id)
+    config = transformer_config(marian_config)
+    text = tokenizers(directory, order, source_vocabulary, target_vocabulary)
+    preprocessor = Seq2SeqPreprocessor(text, config.max_source_length, config.max_target_length)
+    return preprocessor, config, order, marian_config
+
+
+def load_marian_preprocessor(path):
+    """The `Seq2SeqPreprocessor` of a Marian directory or `hf://ORG/NAME`, without its weights.
+
+    What `Seq2SeqPreprocessor.from_preset(path)` and
+    `Seq2SeqTokenizers.from_preset(path)` read for such a path.
+    """
+    preprocessor, *_ = _read_marian(resolve_marian_path(path))
+    return preprocessor
+
+
 def load_marian(path):
     """A `Seq2SeqTranslator` from a Hugging Face Marian directory or `hf://ORG/NAME`.
 
@@ -404,18 +430,10 @@ def load_marian(path):
     """
     from keras_tf.models.seq2seq_transformer import Seq2SeqTransformer
     from keras_tf.models.seq2seq_translator import Seq2SeqTranslator
-    from keras_tf.text.preprocessor import Seq2SeqPreprocessor
 
     directory = resolve_marian_path(path)
-    marian_config = read_marian_config(directory)
-    source_vocabulary, target_vocabulary, unk_id = read_vocabularies(directory, marian_config)
-    order = marian_id_order(marian_config, unk_id)
-    config = transformer_config(marian_config)
-    text = tokenizers(directory, order, source_vocabulary, target_vocabulary)
-    tensors = read_weights(directory)
+    preprocessor, config, order, marian_config = _read_marian(directory)
     backbone = Seq2SeqTransformer(config)
-    copy_weights(backbone, tensors, order)
-    preprocessor = Seq2SeqPreprocessor(text, config.max_source_length, config.max_target_length)
-    return Seq2SeqTranslator(
-        backbone, preprocessor, decoding_config(directory, marian_config, config)
-    )
+    copy_weights(backbone, read_weights(directory), order)
+    decoding = decoding_config(directory, marian_config, config)
+    return Seq2SeqTranslator(backbone, preprocessor, decoding)

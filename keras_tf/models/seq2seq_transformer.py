@@ -43,6 +43,28 @@ class Seq2SeqTransformer(Seq2SeqBackbone):
         (1, 3, 64)
     """
 
+    @classmethod
+    def from_preset(cls, preset, *, load_weights=True, dtype=None, **config_overrides):
+        """The model of a preset, as keras-hub's `Backbone.from_preset`.
+
+        The same arguments and model as
+        `keras_tf.models.Seq2SeqTranslator.from_preset(...).backbone`: a name
+        in `keras_tf.models.PRESETS` (fresh weights; `dtype` and
+        `TransformerConfig` fields apply), a directory `save_to_preset` or
+        `keras-tf train` wrote, or a Hugging Face Marian (OPUS-MT) model.
+
+        Example:
+            >>> model = Seq2SeqTransformer.from_preset("transformer_tiny", num_encoder_layers=1)
+            >>> model.config.num_encoder_layers, model.config.d_model
+            (1, 32)
+        """
+        from keras_tf.models.seq2seq_translator import Seq2SeqTranslator
+
+        translator = Seq2SeqTranslator.from_preset(
+            preset, load_weights=load_weights, dtype=dtype, **config_overrides
+        )
+        return translator.backbone
+
     def _build_layers(self, config, dtype):
         super()._build_layers(config, dtype)
         self.output_projection = None

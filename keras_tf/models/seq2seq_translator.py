@@ -155,6 +155,50 @@ def _load_preprocessor(folder, max_source_length, max_target_length):
     return Seq2SeqPreprocessor(tokenizers, max_source_length, max_target_length), None
 
 
+def is_marian_preset(preset):
+    """Whether `preset` is a Hugging Face Marian model: `hf://...`, or such a directory."""
+    from keras_tf.models import marian
+
+    return preset.startswith(marian.HF_PREFIX) or (
+        not os.path.isfile(os.path.join(preset, MODEL_FILE)) and marian.is_hugging_face_dir(preset)
+    )
+
+
+def preprocessor_from_preset(preset):
+    """The `Seq2SeqPreprocessor` of a preset directory or a Marian model, without its weights.
+
+    What `Seq2SeqPreprocessor.from_preset` and `Seq2SeqTokenizers.from_preset`
+    give: the tokenizers `save_to_preset` (or `keras-tf train`) wrote, framed
+    to the lengths of the preset's `config.json`. Needs TensorFlow.
+    """
+    preset = os.fspath(preset)
+    if preset in PRESETS:
+        raise ValueError(
+            f"{preset!r} is an untrained architecture and has no tokenizers; learn them with "
+            "keras_tf.text.Seq2SeqTokenizers.train, or pass a preset directory"
+        )
+    if is_marian_preset(preset):
+        from keras_tf.models import marian
+
+        return marian.load_marian_preprocessor(preset)
+    folder = os.path.join(preset, TOKENIZERS_DIR)
+    config_path = os.path.join(preset, CONFIG_FILE)
+    missing = [path for path in (os.path.join(folder, "tokenizers.json"), config_path)
+               if not os.path.isfile(path)]
+    if missing:
+        raise ValueError(
+            f"{preset} is not a preset directory with tokenizers: no {' and no '.join(missing)}; "
+            "write one with Seq2SeqTranslator.save_to_preset(DIR) or `keras-tf train --out DIR`"
+        )
+    config = TransformerConfig.from_dict(read_json(config_path))
+    preprocessor, text_unavailable = _load_preprocessor(
+        folder, config.max_source_length, config.max_target_length
+    )
+    if preprocessor is None:
+        raise ModuleNotFoundError(text_unavailable)
+    return preprocessor
+
+
 def _translate_batches(translator, batches):
     """Translate each batch of strings; warn once with the count of sources cut to fit."""
     texts, overlong = [], 0
@@ -701,11 +745,7 @@ class Seq2SeqTranslator(TokenMeanLossTracking, keras.Model):
         preset = os.fspath(preset)
         if preset in PRESETS:
             return cls._from_preset_name(preset, tokenizers, decoding, dtype, config_overrides)
-        from keras_tf.models import marian
-
-        is_marian = preset.startswith(marian.HF_PREFIX) or (
-            not os.path.isfile(os.path.join(preset, MODEL_FILE)) and marian.is_hugging_face_dir(preset)
-        )
+        is_marian = is_marian_preset(preset)
         if not is_marian and not os.path.isdir(preset):
             raise ValueError(
                 f"Unknown preset {preset!r}: not a directory, and not one of {sorted(PRESETS)}"
@@ -718,6 +758,8 @@ class Seq2SeqTranslator(TokenMeanLossTracking, keras.Model):
                 f"{preset}"
             )
         if is_marian:
+            from keras_tf.models import marian
+
             imported = marian.load_marian(preset)
             backbone = imported.backbone if load_weights else Seq2SeqTransformer(imported.config)
             return cls(backbone, imported.preprocessor, decoding or imported.decoding)

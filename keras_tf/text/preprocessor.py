@@ -110,6 +110,21 @@ class Seq2SeqPreprocessor:
         self.max_source_length = max_source_length
         self.max_target_length = max_target_length
 
+    @classmethod
+    def from_preset(cls, preset):
+        """The preprocessor of a preset directory or an OPUS-MT model, as keras-hub's.
+
+        Args:
+            preset: a directory `Seq2SeqTranslator.save_to_preset` or
+                `keras-tf train` wrote (its tokenizers, framed to the lengths
+                of its `config.json`), or a Hugging Face Marian directory or
+                `hf://ORG/NAME` (its SentencePiece models and vocabulary;
+                the weights are not read).
+        """
+        from keras_tf.models.seq2seq_translator import preprocessor_from_preset
+
+        return preprocessor_from_preset(preset)
+
     @property
     def source_vocabulary_size(self):
         return self.tokenizers.source_vocabulary_size

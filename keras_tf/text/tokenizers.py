@@ -683,6 +683,19 @@ class Seq2SeqTokenizers(tf.Module):
             file.write("\n")
 
     @classmethod
+    def from_preset(cls, preset):
+        """The tokenizers of a preset directory or an OPUS-MT model, as keras-hub's.
+
+        `Seq2SeqPreprocessor.from_preset(preset).tokenizers`: a directory
+        `Seq2SeqTranslator.save_to_preset` or `keras-tf train` wrote, or a
+        Hugging Face Marian directory or `hf://ORG/NAME`. `load` reads the
+        folder `save` wrote.
+        """
+        from keras_tf.models.seq2seq_translator import preprocessor_from_preset
+
+        return preprocessor_from_preset(preset).tokenizers
+
+    @classmethod
     def load(cls, directory):
         """Read tokenizers written by `save`; they give identical ids.
 

@@ -73,6 +73,24 @@ def test_tokenizer_gives_marian_tokenizer_ids(translator, to_ours):
     np.testing.assert_array_equal(encoder_tokens, np.where(hf_ids == pad, PAD_ID, to_ours[hf_ids]))
 
 
+def test_the_preprocessor_and_tokenizers_load_without_the_weights(translator, monkeypatch):
+    import keras_tf.models.marian as marian
+    from keras_tf.text import Seq2SeqPreprocessor, Seq2SeqTokenizers
+
+    def no_weights(directory):
+        raise AssertionError("the weights were read")
+
+    monkeypatch.setattr(marian, "read_weights", no_weights)
+    preprocessor = Seq2SeqPreprocessor.from_preset(str(FIXTURE))
+    assert (preprocessor.max_source_length, preprocessor.max_target_length) == (
+        translator.config.max_source_length, translator.config.max_target_length)
+    ours, theirs = (p.encoder_tokens(p.source_ids(tf.constant(SOURCES))).numpy()
+                    for p in (preprocessor, translator.preprocessor))
+    np.testing.assert_array_equal(ours, theirs)
+    tokenizers = Seq2SeqTokenizers.from_preset(str(FIXTURE))
+    assert tokenizers.get_config() == translator.preprocessor.tokenizers.get_config()
+
+
 def test_converted_logits_equal_hugging_face(translator, to_ours):
     hf_ids = np.array(REFERENCE["input_ids"])
     pad = read_marian_config(str(FIXTURE))["pad_token_id"]

@@ -14,7 +14,7 @@ import pytest
 from keras_tf.decoding import DecodingConfig
 from keras_tf.models import Seq2SeqTransformer, Seq2SeqTranslator, get_preset
 from keras_tf.models.config import END_ID, PAD_ID
-from keras_tf.text import Seq2SeqTokenizers
+from keras_tf.text import Seq2SeqPreprocessor, Seq2SeqTokenizers
 from tests.cli.conftest import generated_pairs  # word-by-word English -> French
 from tests.helpers import BatchesPerEpoch, build_once, shared_folder
 MAX_LENGTH = 16
@@ -366,6 +366,39 @@ def test_save_to_preset_round_trip_gives_equal_outputs(trained, tmp_path):
     assert sorted(os.listdir(directory)) == [
         "config.json", "decoding.json", "metadata.json", "model.keras", "tokenizers"
     ]
+
+
+def test_each_part_loads_from_the_preset_alone(trained, tmp_path):
+    """keras-hub's shape: the model, the preprocessor and the tokenizers each have `from_preset`."""
+    import tensorflow as tf
+
+    translator, directory = trained["translator"], trained["directory"]
+    model = Seq2SeqTransformer.from_preset(directory)
+    assert model.config == translator.config
+    for ours, theirs in zip(model.get_weights(), translator.backbone.get_weights()):
+        np.testing.assert_array_equal(ours, theirs)
+    fresh = Seq2SeqTransformer.from_preset(directory, load_weights=False)
+    assert fresh.config == translator.config
+    assert not np.array_equal(fresh.get_weights()[0], model.get_weights()[0])
+
+    preprocessor = Seq2SeqPreprocessor.from_preset(directory)
+    lengths = (preprocessor.max_source_length, preprocessor.max_target_length)
+    assert lengths == (translator.config.max_source_length, translator.config.max_target_length)
+    sources, targets = make_pairs(6, seed=9)
+    ours, theirs = (p(tf.constant(sources), tf.constant(targets))
+                    for p in (preprocessor, translator.preprocessor))
+    for a, b in zip(tf.nest.flatten(ours), tf.nest.flatten(theirs)):
+        np.testing.assert_array_equal(a, b)
+    tokenizers = Seq2SeqTokenizers.from_preset(directory)
+    assert tokenizers.get_config() == translator.preprocessor.tokenizers.get_config()
+
+    named = Seq2SeqTransformer.from_preset("transformer_tiny", num_decoder_layers=1)
+    assert named.config == get_preset("transformer_tiny", num_decoder_layers=1)
+    with pytest.raises(ValueError, match="'transformer_tiny' is an untrained architecture and "
+                                         "has no tokenizers"):
+        Seq2SeqTokenizers.from_preset("transformer_tiny")
+    with pytest.raises(ValueError, match=r"no .*tokenizers\.json and no .*config\.json"):
+        Seq2SeqPreprocessor.from_preset(tmp_path)
 
 
 def test_a_keras_file_from_model_checkpoint_keeps_tokenizers_decoding_and_adam(trained, tmp_path):
