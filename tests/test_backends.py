@@ -22,7 +22,8 @@ HIDE_TENSORFLOW = ROOT / "tests" / "hide_tensorflow.py"
 # keras-hub's layers, one beam == greedy, beam scores == teacher-forced
 # log-probs over the penalty, the reverse task, a .keras round trip (in the
 # layer checks), the loss, metric and schedule, and what is JAX-specific
-# (weights read at call time, seeds in the compiled loop). Cached == uncached
+# (weights read at call time, seeds in the compiled loop), and gradient
+# accumulation (the schedule per update; N batches, one update). Cached == uncached
 # greedy on JAX is checked by gpu_check.py --cpu (without TensorFlow): the test in
 # test_greedy.py would spend minutes compiling JAX's eager ops for every
 # prefix length. The staged cache against one fixed cache (test_stages.py) is
@@ -43,6 +44,8 @@ JAX_SUBSET = [
     "tests/decoding/test_sampling.py::test_a_seed_gives_the_same_tokens_every_call",
     "tests/decoding/test_generate.py::test_free_running_reverse_task_exact_match",
     "tests/training/test_losses_metrics_schedules.py",
+    "tests/training/test_gradient_accumulation.py::test_the_schedule_is_read_per_update_and_saved_with_the_optimizer",
+    "tests/training/test_gradient_accumulation.py::test_two_batches_accumulated_update_as_one_batch_of_both",
 ]
 
 

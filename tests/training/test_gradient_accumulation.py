@@ -2,7 +2,9 @@
 
 The schedule counts updates, and the trainer plans its warm-up in updates
 and keeps N in its backup (the command-line flag:
-tests/cli/test_gradient_accumulation_option.py).
+tests/cli/test_gradient_accumulation_option.py). The first two tests run on
+JAX too (tests/test_backends.py); the trainer's need TensorFlow and import it
+in the test.
 """
 
 import json
@@ -20,10 +22,8 @@ from keras_tf.training import (
     TransformerSchedule,
     make_reverse_task,
     planned_schedule,
-    train,
     transformer_adam,
 )
-from keras_tf.training.trainer import check_accumulation_fits
 from tests.helpers import one_block_tiny
 
 
@@ -74,7 +74,10 @@ def test_two_batches_accumulated_update_as_one_batch_of_both():
     keras.utils.set_random_seed(0)
     start = Seq2SeqTransformer(config).get_weights()
     accumulated = _fit(config, start, data, batch_size=4, accumulate=2, jit_compile=True)
-    whole = _fit(config, start, data, batch_size=8, accumulate=None, jit_compile=False)
+    # The reference without XLA on TensorFlow, one compile fewer; JAX without
+    # jit compiles every op it runs, which costs more than one compile.
+    whole = _fit(config, start, data, batch_size=8, accumulate=None,
+                 jit_compile=keras.backend.backend() == "jax")
     assert int(accumulated.optimizer.iterations) == int(whole.optimizer.iterations) == 2
     assert int(accumulated.optimizer._iterations) == 4
     # The second update's rate: the schedule's at update 1, in both.
@@ -92,6 +95,8 @@ class _Interrupt(keras.callbacks.Callback):
 
 
 def test_train_plans_updates_and_resumes_inside_an_update(tmp_path):
+    from keras_tf.training.trainer import train
+
     data = make_reverse_task(128, seed=1)
     config = one_block_tiny()
     args = dict(epochs=1, batch_size=4, gradient_accumulation_steps=4, jit_compile=False,
@@ -123,6 +128,8 @@ def test_several_replicas_are_refused_before_any_work():
     # Keras 3.15's update inside ops.cond is a merge_call under several
     # replicas, which TensorFlow refuses at fit's first step (keras #20582).
     # A pytest worker has one CPU device, so the strategy is a stand-in.
+    from keras_tf.training.trainer import check_accumulation_fits
+
     two_replicas = types.SimpleNamespace(num_replicas_in_sync=2)
     with pytest.raises(ValueError, match=r"gradient_accumulation_steps=4 needs a strategy with "
                                          r"one replica; this one has 2\. .*#20582"):
