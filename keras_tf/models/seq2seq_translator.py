@@ -164,6 +164,12 @@ def is_marian_preset(preset):
     )
 
 
+def _unknown_preset(preset):
+    return ValueError(
+        f"Unknown preset {preset!r}: not a directory, and not one of {sorted(PRESETS)}"
+    )
+
+
 def preprocessor_from_preset(preset):
     """The `Seq2SeqPreprocessor` of a preset directory or a Marian model, without its weights.
 
@@ -181,6 +187,8 @@ def preprocessor_from_preset(preset):
         from keras_tf.models import marian
 
         return marian.load_marian_preprocessor(preset)
+    if not os.path.isdir(preset):
+        raise _unknown_preset(preset)
     folder = os.path.join(preset, TOKENIZERS_DIR)
     config_path = os.path.join(preset, CONFIG_FILE)
     missing = [path for path in (os.path.join(folder, "tokenizers.json"), config_path)
@@ -747,9 +755,7 @@ class Seq2SeqTranslator(TokenMeanLossTracking, keras.Model):
             return cls._from_preset_name(preset, tokenizers, decoding, dtype, config_overrides)
         is_marian = is_marian_preset(preset)
         if not is_marian and not os.path.isdir(preset):
-            raise ValueError(
-                f"Unknown preset {preset!r}: not a directory, and not one of {sorted(PRESETS)}"
-            )
+            raise _unknown_preset(preset)
         if config_overrides or tokenizers is not None or dtype is not None:
             given = sorted(config_overrides) + ["tokenizers"] * (tokenizers is not None)
             given += ["dtype"] * (dtype is not None)

@@ -399,6 +399,8 @@ def test_each_part_loads_from_the_preset_alone(trained, tmp_path):
         Seq2SeqTokenizers.from_preset("transformer_tiny")
     with pytest.raises(ValueError, match=r"no .*tokenizers\.json and no .*config\.json"):
         Seq2SeqPreprocessor.from_preset(tmp_path)
+    with pytest.raises(ValueError, match="Unknown preset .*nowhere.*: not a directory"):
+        Seq2SeqTokenizers.from_preset(tmp_path / "nowhere")
 
 
 def test_a_keras_file_from_model_checkpoint_keeps_tokenizers_decoding_and_adam(trained, tmp_path):
