@@ -151,6 +151,7 @@ def run(args):
                 "vocabulary_size": args.vocabulary_size,
                 "max_length": args.max_length,
                 "mixed_precision": mixed_precision,
+                "gradient_accumulation_steps": args.gradient_accumulation_steps,
             },
         )
     train_corpus = read_tsv_option(args.train, "--train", args.skip_bad_lines)

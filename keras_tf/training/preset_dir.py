@@ -30,10 +30,14 @@ MODEL_FILE = "model.keras"
 CONFIG_FILE = "config.json"
 HISTORY_FILE = "history.csv"
 
-# Options that fix the model or its vocabulary: a resumed run must repeat them.
+# Options that fix the model, its vocabulary or its optimizer's variables (the
+# gradients accumulated so far): a resumed run must repeat them.
 FIXED_OPTIONS = (
-    "preset", "dropout", "tokenizer", "vocabulary_size", "max_length", "mixed_precision"
+    "preset", "dropout", "tokenizer", "vocabulary_size", "max_length", "mixed_precision",
+    "gradient_accumulation_steps",
 )
+# What an options.json written before an option existed stands for.
+OPTION_DEFAULTS = {"gradient_accumulation_steps": 1}
 
 
 @contextlib.contextmanager
@@ -88,14 +92,14 @@ def check_same_options(out_dir, options):
     if not os.path.exists(path):
         return
     before = read_json(path)
+    before = {name: before.get(name, OPTION_DEFAULTS.get(name)) for name in FIXED_OPTIONS}
+    differ = [name for name in FIXED_OPTIONS if before[name] != options[name]]
     changed = [
-        f"{name.replace('_', '-')} {before.get(name)} before, {options[name]} now"
-        for name in FIXED_OPTIONS
-        if before.get(name) != options[name]
+        f"{name.replace('_', '-')} {before[name]} before, {options[name]} now" for name in differ
     ]
     if changed:
         raise OptionError(
-            [(name, options[name]) for name in FIXED_OPTIONS if before.get(name) != options[name]],
+            [(name, options[name]) for name in differ],
             f"{out_dir} holds a run made with other options ({'; '.join(changed)}); "
             "repeat them to resume, or train into a new directory",
         )
@@ -217,6 +221,7 @@ def _train_preset_dir(
         fitted_batch_tokens,
     )
     from keras_tf.training.distribute import is_chief, make_strategy
+    from keras_tf.training.schedules import checked_accumulation_steps
     from keras_tf.training.trainer import train
 
     base = get_preset(preset)
@@ -261,7 +266,7 @@ def _train_preset_dir(
         "epochs": epochs,
         "steps": steps,
         "warmup_steps": warmup_steps,
-        "gradient_accumulation_steps": gradient_accumulation_steps,
+        "gradient_accumulation_steps": checked_accumulation_steps(gradient_accumulation_steps),
         "seed": seed,
         "train_pairs": len(train_corpus),
         "valid_pairs": len(valid_corpus) if valid_corpus is not None else 0,

@@ -1,4 +1,4 @@
-"""`keras-tf train --gradient-accumulation-steps N` reaches the trainer and options.json."""
+"""`keras-tf train --gradient-accumulation-steps N` reaches the trainer and options.json; a resume repeats it."""
 
 import json
 
@@ -30,3 +30,30 @@ def test_the_flag_reaches_the_trainer_and_options(corpus, tmp_path, monkeypatch,
     with pytest.raises(_Stop):
         main(argv)
     assert seen == [(steps, steps)]
+
+
+def test_a_resume_with_another_n_stops_before_reading_the_corpus(tmp_path, monkeypatch, capsys):
+    # options.json as a first `train --gradient-accumulation-steps 4` with
+    # TRAIN_OPTIONS wrote it; the corpus named is missing, so reaching it fails.
+    out = tmp_path / "run"
+    out.mkdir()
+    first = {"preset": "transformer_tiny", "dropout": None, "tokenizer": "sentencepiece",
+             "vocabulary_size": 48, "max_length": 16, "mixed_precision": None,
+             "gradient_accumulation_steps": 4}
+    (out / "options.json").write_text(json.dumps(first))
+    argv = ["train", "--train", str(tmp_path / "missing.tsv"), "--out", str(out),
+            *TRAIN_OPTIONS, "--gradient-accumulation-steps", "2"]
+    assert main(argv) == 2  # a usage error, as argparse's
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line == (
+        f"keras-tf train: error: --gradient-accumulation-steps 2: {out} holds a run made with "
+        "other options (gradient-accumulation-steps 4 before, 2 now); repeat them to resume, "
+        "or train into a new directory"
+    )
+    # Written before the option existed, options.json stands for N = 1.
+    del first["gradient_accumulation_steps"]
+    (out / "options.json").write_text(json.dumps(first))
+    assert main(argv) == 2
+    assert "gradient-accumulation-steps 1 before, 2 now" in capsys.readouterr().err
+    assert main(argv[:-2]) == 2  # N = 1 again: on to the corpus, which is missing
+    assert "--train: no such file" in capsys.readouterr().err
