@@ -48,6 +48,9 @@ from keras_tf.version import __version__
 CONFIG_FILE = "config.json"
 MODEL_FILE = "model.keras"
 TOKENIZERS_DIR = "tokenizers"
+# What Seq2SeqTokenizers.save writes first in its folder (its CONFIG_FILENAME;
+# named here too, since keras_tf.text needs TensorFlow).
+TOKENIZERS_CONFIG = "tokenizers.json"
 DECODING_FILE = "decoding.json"
 METADATA_FILE = "metadata.json"
 PRESET_FORMAT = "keras_tf.Seq2SeqTranslator"
@@ -142,7 +145,7 @@ def _load_preprocessor(folder, max_source_length, max_target_length):
     `(None, None)` when `folder` holds none. Without TensorFlow the model
     still loads and takes token ids; `text_unavailable` says why text cannot.
     """
-    if not os.path.isfile(os.path.join(folder, "tokenizers.json")):
+    if not os.path.isfile(os.path.join(folder, TOKENIZERS_CONFIG)):
         return None, None
     try:
         from keras_tf.text import Seq2SeqTokenizers
@@ -191,7 +194,7 @@ def preprocessor_from_preset(preset):
         raise _unknown_preset(preset)
     folder = os.path.join(preset, TOKENIZERS_DIR)
     config_path = os.path.join(preset, CONFIG_FILE)
-    missing = [path for path in (os.path.join(folder, "tokenizers.json"), config_path)
+    missing = [path for path in (os.path.join(folder, TOKENIZERS_CONFIG), config_path)
                if not os.path.isfile(path)]
     if missing:
         raise ValueError(
@@ -347,7 +350,7 @@ class Seq2SeqTranslator(TokenMeanLossTracking, keras.Model):
         if self.preprocessor is None and self._text_unavailable is None:
             raise ValueError(
                 f"The saved translator had tokenizers but {dir_path} holds none "
-                f"({TOKENIZERS_DIR}/tokenizers.json)"
+                f"({TOKENIZERS_DIR}/{TOKENIZERS_CONFIG})"
             )
         if self.preprocessor is not None:
             from keras_tf.text.preprocessor import check_vocabularies_fit
