@@ -28,9 +28,9 @@ import keras
 
 from keras_tf.datasets import load_jupyterlab_fr
 from keras_tf.decoding import DecodingConfig
-from keras_tf.models import Seq2SeqTranslator
+from keras_tf.translation import Seq2SeqTranslator
 from keras_tf.serving import Translator
-from keras_tf.serving.batch_translation import translate_in_batches
+from keras_tf.translation.batches import translate_in_batches
 from keras_tf.text import Seq2SeqTokenizers
 
 

@@ -25,7 +25,7 @@ import keras
 import tensorflow as tf
 
 from keras_tf.datasets import load_jupyterlab_fr
-from keras_tf.models import Seq2SeqTranslator
+from keras_tf.translation import Seq2SeqTranslator
 from keras_tf.text import Seq2SeqTokenizers
 
 

@@ -1,6 +1,6 @@
 """Decoding speed at the OPUS-MT shape: cached XLA greedy and beam 4 against the uncached loop.
 
-The shape of an imported Helsinki-NLP/opus-mt-* model (`keras_tf.models.marian`):
+The shape of an imported Helsinki-NLP/opus-mt-* model (`keras_tf.translation.marian`):
 d_model 512, 8 heads, d_ff 2048, 6 + 6 post-norm layers, SiLU, sinusoids
 in halves, a tied output layer with a bias over 58,102 ids (Marian's 58,101
 and the spare PAD row). Random weights of that shape (speed does not depend
@@ -38,7 +38,7 @@ import tensorflow as tf  # noqa: E402
 import common  # noqa: E402
 from keras_tf.decoding import generate  # noqa: E402
 from keras_tf.models import Seq2SeqTransformer  # noqa: E402
-from keras_tf.models.marian import transformer_config  # noqa: E402
+from keras_tf.translation.marian import transformer_config  # noqa: E402
 
 BATCH_SIZE = 8
 SOURCE_LENGTH = 32

@@ -144,7 +144,8 @@ def main():
     import tensorflow as tf
 
     from keras_tf.decoding import DecodingConfig, generate
-    from keras_tf.models import Seq2SeqTransformer, Seq2SeqTranslator, get_preset
+    from keras_tf.models import Seq2SeqTransformer, get_preset
+from keras_tf.translation import Seq2SeqTranslator
     from keras_tf.serving import Translator, export
     from keras_tf.text import Seq2SeqPreprocessor, Seq2SeqTokenizers, encode_source
 

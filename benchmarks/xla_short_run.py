@@ -49,7 +49,7 @@ if args["task"] == "reverse":
     fit_args = dict(batch_size=args["batch_size"])
 else:  # the README's fit
     from keras_tf.datasets import load_jupyterlab_fr
-    from keras_tf.models import Seq2SeqTranslator
+    from keras_tf.translation import Seq2SeqTranslator
     from keras_tf.text import Seq2SeqTokenizers
     train = load_jupyterlab_fr().train
     data = (train.sources, train.targets)

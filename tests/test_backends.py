@@ -172,7 +172,7 @@ def docs_example():
 # without TensorFlow and translates ids; text says in one line why it cannot.
 # The preset JAX writes back (ids only) is checked on TensorFlow by the test.
 PRESETS_ACROSS_BACKENDS = """
-from keras_tf.models import Seq2SeqTranslator
+from keras_tf.translation import Seq2SeqTranslator
 batch = dict(np.load("batch.npz"))
 translator = Seq2SeqTranslator.from_preset("from_tf")
 assert translator.preprocessor is None
@@ -223,7 +223,7 @@ def test_without_tensorflow_a_preset_trains_and_generates_on_jax(tmp_path):
     tokens, and says in one line why it cannot read text; a preset saved on
     JAX loads on TensorFlow with the same outputs.
     """
-    from keras_tf.models import Seq2SeqTranslator
+    from keras_tf.translation import Seq2SeqTranslator
     from keras_tf.text import Seq2SeqTokenizers
 
     assert keras.backend.backend() == "tensorflow"

@@ -113,7 +113,7 @@ cpu = tf.config.list_physical_devices("CPU")[0]
 tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
 assert len(tf.config.list_logical_devices("CPU")) == 2
 
-from keras_tf.models import Seq2SeqTranslator
+from keras_tf.translation import Seq2SeqTranslator
 from keras_tf.text import Seq2SeqTokenizers
 lines = ["open the file", "save the notebook", "close the tab now"] * 20
 tokenizers = Seq2SeqTokenizers.train(lines, lines, vocabulary_size=24)

@@ -1,22 +1,13 @@
-"""Translating many sentences with a `keras_tf.serving.Translator`, a batch at a time."""
-
-from keras_tf.serving.batch_translation import translate_in_batches  # noqa: F401
+"""The decoding settings of the commands that translate: `--beam-size` over the preset's."""
 
 
-def make_translator(model, tokenizers, beam_size, preset_decoding=None):
-    """A `Translator`: greedy for `beam_size=1`, beam search otherwise.
+def decoding_for(beam_size, preset_decoding=None):
+    """`DecodingConfig.for_beam_size(beam_size)`, with the length penalty and max_length of `preset_decoding`.
 
     The length penalty (α and style) and the longest output come from
     `preset_decoding`, the model directory's `decoding.json`, when given: an
     imported OPUS-MT model keeps Hugging Face's len^α and max_length.
     """
-    from keras_tf.serving import Translator
-
-    return Translator(model, tokenizers, decoding=decoding_for(beam_size, preset_decoding))
-
-
-def decoding_for(beam_size, preset_decoding=None):
-    """`DecodingConfig.for_beam_size(beam_size)`, with the length penalty and max_length of `preset_decoding`."""
     from keras_tf.decoding import DecodingConfig
 
     if preset_decoding is None:

@@ -122,11 +122,11 @@ def _stage(name):
 def run(args):
     from keras_tf import plots
     from keras_tf.cli import attention
-    from keras_tf.cli.batch_translation import make_translator, translate_in_batches
+    from keras_tf.cli.batch_translation import decoding_for
     from keras_tf.cli.evaluate import score
     from keras_tf.cli.model_dir import HISTORY_FILE, load_model_dir
     from keras_tf.training.preset_dir import train_preset_dir
-    from keras_tf.serving import export
+    from keras_tf.translation.batches import translate_in_batches
 
     if args.corpus == "bible" and args.quick:
         raise UserError("--quick applies to the jupyterlab corpus; --corpus bible has one length")
@@ -161,20 +161,18 @@ def run(args):
 
     began = _stage(f"Evaluating on the {len(corpus.test)} test pairs (beam {settings.beam_size})")
     trained = load_model_dir(model_dir)  # the best epoch on the validation loss
-    translator = make_translator(trained.model, trained.tokenizers, settings.beam_size)
-    hypotheses = translate_in_batches(translator, corpus.test.sources, 32, progress=True)
+    decoding = decoding_for(settings.beam_size)
+    hypotheses = translate_in_batches(
+        trained.translator, corpus.test.sources, 32, decoding, progress=True
+    )
     bleu, chrf = score(hypotheses, corpus.test.targets)
     print(bleu)
     print(chrf)
     seconds["evaluate"] = time.perf_counter() - began
 
     began = _stage("Exporting the SavedModel for TF Serving")
-    export_dir = export(
-        trained.model,
-        trained.tokenizers,
-        os.path.join(out, "export", "translator"),
-        method="greedy" if settings.beam_size == 1 else "beam",
-        beam_size=settings.beam_size,
+    export_dir = trained.translator.export(
+        os.path.join(out, "export", "translator"), decoding=decoding
     )
     print(export_dir)
     seconds["export"] = time.perf_counter() - began

@@ -51,7 +51,7 @@ def score(hypotheses, references):
 def run(args):
     import sacrebleu  # noqa: F401  (missing without the demo extra: fail before translating)
 
-    from keras_tf.cli.batch_translation import make_translator, translate_in_batches
+    from keras_tf.cli.batch_translation import decoding_for
     from keras_tf.cli.corpus_files import read_tsv_option
     from keras_tf.cli.model_dir import check_model_dir, load_model_dir
 
@@ -61,27 +61,33 @@ def run(args):
     if args.output:
         writable_file(args.output, "--output")  # fail now, not after translating
     test = read_tsv_option(args.test, "--test", args.skip_bad_lines)
-    trained = load_model_dir(args.model, quantize=args.quantize)
-    if args.n_best:
-        from keras_tf.serving.batch_translation import format_n_best, n_best_in_batches
+    from keras_tf.translation import overlong_message
+    from keras_tf.translation.batches import (
+        format_n_best,
+        n_best_in_batches,
+        translate_in_batches,
+    )
 
-        beam_size = max(args.beam_size, args.n_best, 2)
-        translator = make_translator(
-            trained.model, trained.tokenizers, beam_size, trained.translator.decoding
+    trained = load_model_dir(args.model, quantize=args.quantize)
+    translator = trained.translator
+    beam_size = max(args.beam_size, args.n_best, 2) if args.n_best else args.beam_size
+    decoding = decoding_for(beam_size, translator.decoding)
+    if args.n_best:
+        results = n_best_in_batches(
+            translator, test.sources, args.batch_size, args.n_best, decoding
         )
-        results = n_best_in_batches(translator, test.sources, args.batch_size, args.n_best)
         hypotheses = [hypotheses[0][0] for hypotheses in results]
         lines = format_n_best(results)
     else:
-        translator = make_translator(
-            trained.model, trained.tokenizers, args.beam_size, trained.translator.decoding
-        )
         hypotheses = translate_in_batches(
-            translator, test.sources, args.batch_size, progress=True
+            translator, test.sources, args.batch_size, decoding, progress=True
         )
         lines = hypotheses
-    overlong = translator.overlong_sources(test.sources)
-    message = translator.overlong_message(len(overlong), len(test.sources), "test sources")
+    overlong = translator.overlong_sources(test.sources, decoding)
+    message = overlong_message(
+        len(overlong), len(test.sources), translator.resolve_decoding(decoding).max_source_length,
+        "test sources",
+    )
     if message:
         logging.getLogger("keras_tf.cli").warning(message)
     if args.output:

@@ -22,9 +22,9 @@ def add_arguments(parser):
 
 
 def run(args):
-    from keras_tf.models.marian import load_marian
+    from keras_tf.translation import Seq2SeqTranslator
 
-    translator = load_marian(args.model)
+    translator = Seq2SeqTranslator.from_preset(args.model)
     translator.save_to_preset(args.out)
     c = translator.config
     print(

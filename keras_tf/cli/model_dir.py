@@ -9,8 +9,14 @@ import dataclasses
 import os
 
 from keras_tf.cli.errors import UserError
-from keras_tf.json_files import read_json
-from keras_tf.training.preset_dir import HISTORY_FILE, MODEL_FILE, OPTIONS_FILE, TOKENIZERS_DIR
+from keras_tf.atomic_files import read_json
+from keras_tf.translation.presets import (
+    HISTORY_FILE,
+    MODEL_FILE,
+    OPTIONS_FILE,
+    TOKENIZERS_CONFIG,
+    TOKENIZERS_DIR,
+)
 
 __all__ = [
     "HISTORY_FILE",
@@ -56,7 +62,7 @@ def check_model_dir(path, option="--model"):
     """Raise `UserError` unless `path` holds a trained model and its tokenizers."""
     if not os.path.isdir(path):
         raise UserError(f"{option}: no such directory: {path}")
-    for name in (MODEL_FILE, os.path.join(TOKENIZERS_DIR, "tokenizers.json")):
+    for name in (MODEL_FILE, os.path.join(TOKENIZERS_DIR, TOKENIZERS_CONFIG)):
         if not os.path.isfile(os.path.join(path, name)):
             raise UserError(
                 f"{option}: {path} is not a keras-tf model directory (no {name}); "
@@ -84,7 +90,7 @@ def load_model_dir(path, quantize=None):
             applied to the model once loaded.
     """
     check_model_dir(path)
-    from keras_tf.models import Seq2SeqTranslator
+    from keras_tf.translation import Seq2SeqTranslator
 
     try:
         translator = Seq2SeqTranslator.from_preset(path)

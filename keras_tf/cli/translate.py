@@ -43,15 +43,20 @@ def read_batches(stream, batch_size):
 
 
 def run(args):
-    from keras_tf.cli.batch_translation import make_translator, translate_in_batches
+    from keras_tf.cli.batch_translation import decoding_for
     from keras_tf.cli.model_dir import check_model_dir, load_model_dir
+    from keras_tf.translation import overlong_message
+    from keras_tf.translation.batches import (
+        format_n_best,
+        n_best_in_batches,
+        translate_in_batches,
+    )
 
     check_model_dir(args.model)
     trained = load_model_dir(args.model, quantize=args.quantize)
+    translator = trained.translator
     beam_size = max(args.beam_size, args.n_best, 2) if args.n_best else args.beam_size
-    translator = make_translator(
-        trained.model, trained.tokenizers, beam_size, trained.translator.decoding
-    )
+    decoding = decoding_for(beam_size, translator.decoding)
     batch_size = 1 if sys.stdin.isatty() else args.batch_size
     stdin = sys.stdin
     if hasattr(stdin, "buffer"):
@@ -60,22 +65,25 @@ def run(args):
     done = 0
     overlong = []  # line numbers, from 1
     for batch in read_batches(stdin, batch_size):
-        overlong += [done + 1 + index for index in translator.overlong_sources(batch)]
+        overlong += [
+            done + 1 + index for index in translator.overlong_sources(batch, decoding)
+        ]
         if args.n_best:
-            from keras_tf.serving.batch_translation import format_n_best, n_best_in_batches
-
             results = n_best_in_batches(
-                translator, batch, batch_size, args.n_best, pad_remainder=done > 0
+                translator, batch, batch_size, args.n_best, decoding, pad_remainder=done > 0
             )
             lines = format_n_best(results, start=done)
         else:
             # A short last chunk of stdin reuses the full chunks' program.
-            lines = translate_in_batches(translator, batch, batch_size, pad_remainder=done > 0)
+            lines = translate_in_batches(
+                translator, batch, batch_size, decoding, pad_remainder=done > 0
+            )
         for line in lines:
             sys.stdout.write(line + "\n")
         sys.stdout.flush()
         done += len(batch)
-    message = translator.overlong_message(len(overlong), done, "lines")
+    limit = translator.resolve_decoding(decoding).max_source_length
+    message = overlong_message(len(overlong), done, limit, "lines")
     if message:
         shown = ", ".join(map(str, overlong[:10])) + (", ..." if len(overlong) > 10 else "")
         logging.getLogger("keras_tf.cli").warning(f"{message}: lines {shown}")

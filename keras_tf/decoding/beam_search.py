@@ -40,7 +40,7 @@ from keras import tree
 from keras_tf.decoding.greedy import check_max_length, exclude_unpickable
 from keras_tf.decoding.stages import staged_while_loop
 from keras_tf.layers.cache_update import update_at
-from keras_tf.models.config import END_ID, PAD_ID, START_ID
+from keras_tf.special_tokens import END_ID, PAD_ID, START_ID
 
 # Finite, so that sums and differences of masked scores stay finite.
 _NEG_INF = -1e9

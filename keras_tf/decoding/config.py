@@ -9,7 +9,8 @@ longest output) are filled in.
 import dataclasses
 
 from keras_tf.decoding.beam_search import LENGTH_PENALTY_STYLES
-from keras_tf.models.config import END_ID, ConfigMethods
+from keras_tf.frozen_config import ConfigMethods
+from keras_tf.special_tokens import END_ID
 
 METHODS = ("greedy", "beam", "top_k", "top_p")
 

@@ -28,7 +28,8 @@ from keras_tf.decoding.greedy import exclude_unpickable, greedy_search
 from keras_tf.decoding.sampling import sample_search
 from keras_tf.decoding.stages import cache_lengths, grow_self_attention_cache
 from keras_tf.layers.cache_update import update_at
-from keras_tf.models.config import END_ID, PAD_ID, START_ID
+from keras_tf.buckets import source_bucket, source_buckets  # noqa: F401  (re-exported by keras_tf.decoding)
+from keras_tf.special_tokens import END_ID, PAD_ID, START_ID
 
 Generation = collections.namedtuple("Generation", ["tokens", "scores"])
 Generation.__doc__ = """What `generate` returns (numpy arrays).
@@ -39,19 +40,6 @@ tokens: int32 `[batch, max_length]` (or `[batch, beam_size, max_length]` with
 scores: float32 `[batch]` (or `[batch, beam_size]`): summed log-probabilities;
     for beam search divided by the length penalty.
 """
-
-
-def source_bucket(length, max_source_length, minimum=16):
-    """The padded source length: the next power of two >= `length`, in [minimum, max_source_length].
-
-    Example:
-        >>> source_bucket(17, 256), source_bucket(3, 256), source_bucket(200, 200)
-        (32, 16, 200)
-    """
-    bucket = minimum
-    while bucket < length:
-        bucket *= 2
-    return min(bucket, max_source_length)
 
 
 def make_step_fn(model, encoder_tokens, cross_attention_cache):
@@ -125,16 +113,6 @@ def grow_beam_cache(cache, length):
     # Positions not written yet: masked, so any row will do.
     return (grow_self_attention_cache(self_attention_cache, length),
             ops.pad(cache_rows, [(0, 0), (0, extra)]))
-
-
-def source_buckets(max_source_length):
-    """Every padded source length `generate` and the export use, ascending.
-
-    Example:
-        >>> source_buckets(64), source_buckets(100)
-        ([16, 32, 64], [16, 32, 64, 100])
-    """
-    return sorted({source_bucket(n, max_source_length) for n in range(1, max_source_length + 1)})
 
 
 def decode_ids(model, encoder_tokens, decoding, seed_generator=None):
@@ -233,22 +211,24 @@ class _Compiled:
         return decode_ids(self.model_ref(), encoder_tokens, self.settings, self.seed_generator)
 
 
-# model -> {(batch, source bucket, settings): _Compiled}
-_COMPILED = weakref.WeakKeyDictionary()
+def _compiled_decoders(model):
+    """The model's own dict of compiled decoders, `{(batch, source bucket, settings): _Compiled}`.
+
+    It lives on the model (`Seq2SeqBackbone.compiled_decoders`), so it goes
+    with the model, and the model clears it when its variables change
+    (`quantize`, `enable_lora`): a program traced before reads the old ones.
+    """
+    return model.compiled_decoders
 
 
 def compiled_functions(model):
     """The compiled decoders of `model`: `{(batch, source_bucket, settings): traces}`."""
-    return {key: entry.traces for key, entry in _COMPILED.get(model, {}).items()}
+    return {key: entry.traces for key, entry in _compiled_decoders(model).items()}
 
 
 def forget_compiled_functions(model):
-    """Drop the compiled decoders of `model`, so the next `generate` traces again.
-
-    Needed when layers swap their variables (`Seq2SeqTransformer.quantize`):
-    a program traced before reads the old ones.
-    """
-    _COMPILED.pop(model, None)
+    """Drop the compiled decoders of `model`, so the next `generate` traces again."""
+    _compiled_decoders(model).clear()
 
 
 def _check_encoder_tokens(model, encoder_tokens):
@@ -352,7 +332,7 @@ def generate(
     tokens = np.pad(tokens, ((0, 0), (0, bucket - source_length)), constant_values=PAD_ID)
 
     key = (batch_size, bucket, settings)
-    compiled = _COMPILED.setdefault(model, {})
+    compiled = _compiled_decoders(model)
     if key not in compiled:
         compiled[key] = _Compiled(model, settings)
     entry = compiled[key]

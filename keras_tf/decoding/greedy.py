@@ -14,7 +14,7 @@ from keras import ops
 from keras_tf.decoding.stages import staged_while_loop
 from keras_tf.layers.cache_update import update_at
 
-from keras_tf.models.config import END_ID, PAD_ID, START_ID
+from keras_tf.special_tokens import END_ID, PAD_ID, START_ID
 
 
 def check_max_length(max_length):

@@ -15,7 +15,7 @@ import keras
 from keras import ops
 
 from keras_tf.decoding.greedy import decode_token_by_token
-from keras_tf.models.config import END_ID, PAD_ID, START_ID
+from keras_tf.special_tokens import END_ID, PAD_ID, START_ID
 
 # Finite, so that (masked - masked) never makes a NaN.
 _MASKED_LOGIT = -1e9

@@ -8,34 +8,8 @@ import dataclasses
 
 from keras_tf.layers.positional_embedding import LAYOUTS as POSITIONAL_LAYOUTS
 
-# Reserved token ids, shared by the tokenizers, the data pipeline, the model
-# (padding id 0 produces the Keras mask) and the decoding loops.
-PAD_ID = 0
-UNK_ID = 1
-START_ID = 2
-END_ID = 3
-RESERVED_TOKENS = ("[PAD]", "[UNK]", "[START]", "[END]")
-
-
-class ConfigMethods:
-    """`replace`, `to_dict` and `from_dict` of the frozen config dataclasses."""
-
-    def replace(self, **changes):
-        """A copy with some fields changed (validated again)."""
-        return dataclasses.replace(self, **changes)
-
-    def to_dict(self):
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, values):
-        names = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(values) - names)
-        if unknown:
-            raise ValueError(
-                f"Unknown {cls.__name__} fields {unknown}; expected some of {sorted(names)}"
-            )
-        return cls(**values)
+from keras_tf.frozen_config import ConfigMethods
+from keras_tf.special_tokens import END_ID, PAD_ID, RESERVED_TOKENS, START_ID, UNK_ID  # noqa: F401  (the models face re-exports them)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -63,6 +63,9 @@ class Seq2SeqBackbone(TokenMeanLossTracking, keras.Model):
         # Sub-models for decoding and inspection, built on first use. Kept out
         # of Keras tracking: they own no weights beyond this model's layers.
         object.__setattr__(self, "_submodels", {})
+        # Compiled decoders of keras_tf.decoding, by (batch, source bucket,
+        # settings); cleared whenever the variables they read are replaced.
+        object.__setattr__(self, "compiled_decoders", {})
 
     def _build_layers(self, config, dtype):
         """The layers, in the order of the paper's figure 1."""
@@ -176,10 +179,8 @@ class Seq2SeqBackbone(TokenMeanLossTracking, keras.Model):
             if layer.bias is not None:
                 layer.bias.trainable = False  # A and B alone train
         # Imported here: keras_tf.decoding imports this package.
-        from keras_tf.decoding import forget_compiled_functions
-
         # Decoders compiled before read the kernels without the factors.
-        forget_compiled_functions(self)
+        self.compiled_decoders.clear()
 
     # --- the forward pass, written once ---
 

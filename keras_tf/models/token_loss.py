@@ -23,7 +23,7 @@ import threading
 import keras
 from keras import ops
 
-from keras_tf.models.config import PAD_ID
+from keras_tf.special_tokens import PAD_ID
 
 
 def token_weights(labels, pad_id=PAD_ID, sample_weight=None, dtype="float32"):

@@ -1,8 +1,10 @@
-"""Serving: a string-in, string-out SavedModel for TF Serving, and the translator it matches.
+"""Serving: a string-in, string-out SavedModel for TF Serving.
 
     from keras_tf import serving
     path = serving.export(model, tokenizers, "models/translator")  # models/translator/1
-    serving.Translator(model, tokenizers).translate(["Save the notebook"])
+
+`Seq2SeqTranslator.export` calls it with the translator's own parts, and
+`Seq2SeqTranslator.generate` gives the strings the export gives.
 
 docs/serving.md shows how to serve, query and reload the export.
 """
@@ -13,6 +15,7 @@ require_tensorflow("keras_tf.serving (the SavedModel export)")
 
 from keras_tf.serving.export import (
     CONFIG_FILENAME,
+    METHODS,
     OVERLONG_OUTPUT,
     SCORE_OUTPUT,
     SOURCE_IDS_INPUT,
@@ -25,7 +28,6 @@ from keras_tf.serving.export import (
     read_export_config,
     saved_model_ops,
 )
-from keras_tf.serving.translator import METHODS, Translations, Translator, clean_text
 
 __all__ = [
     "CONFIG_FILENAME",
@@ -38,9 +40,6 @@ __all__ = [
     "TEXT_SIGNATURE",
     "TOKENS_SIGNATURE",
     "TRANSLATION_OUTPUT",
-    "Translations",
-    "Translator",
-    "clean_text",
     "export",
     "read_export_config",
     "saved_model_ops",

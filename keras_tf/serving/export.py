@@ -1,4 +1,4 @@
-"""A string-in, string-out SavedModel for TF Serving that gives `Translator`'s strings.
+"""A string-in, string-out SavedModel for TF Serving that gives `Seq2SeqTranslator.generate`'s strings.
 
 `export` writes `<model_base_path>/<version>/`, the layout TF Serving polls,
 holding a SavedModel with two signatures:
@@ -9,9 +9,10 @@ holding a SavedModel with two signatures:
   -> `target_ids` (int32 `[batch, max_length]`) and `score`, for clients
   that tokenize themselves with the tokenizers saved in `assets/`.
 
-Both run the steps of `keras_tf.serving.translator` in the graph, with only
-TensorFlow and TF-Text ops; sources are padded to the source buckets of
-`keras_tf.decoding.generate`, so the shapes match the in-process ones.
+Both run the steps of `Seq2SeqTranslator.generate` on strings in the graph
+(the `Seq2SeqPreprocessor`'s text steps and `keras_tf.decoding.decode_ids`),
+with only TensorFlow and TF-Text ops; sources are padded to the source
+buckets of `keras_tf.buckets`, so the shapes match the in-process ones.
 
 TF Serving runs XLA only with its experimental `--xla_cpu_compilation_enabled`
 or `--xla_gpu_compilation_enabled` flag; without it every XLA compilation
@@ -19,6 +20,7 @@ fails. So the default export holds no XLA op at all, and `xla=True` marks
 just the generation function `jit_compile`, for servers started with a flag.
 """
 
+import dataclasses
 import functools
 import json
 import os
@@ -30,10 +32,13 @@ import keras
 import tensorflow as tf
 from tensorflow.core.protobuf import saved_model_pb2
 
-from keras_tf.decoding import decode_ids
-from keras_tf.serving.translator import Translator
-from keras_tf.text.preprocessor import blank_empty_sources, pad_to_bucket
+from keras_tf.buckets import source_buckets
+from keras_tf.decoding import DecodingConfig, decode_ids
+from keras_tf.text.preprocessor import Seq2SeqPreprocessor, blank_empty_sources, pad_to_bucket
 from keras_tf.version import __version__
+
+# The searches a SavedModel can hold: sampling would need a seed per request.
+METHODS = ("greedy", "beam")
 
 # What clients see (docs/serving.md lists the same names, dtypes and shapes).
 TEXT_SIGNATURE = "serving_default"
@@ -82,6 +87,33 @@ def saved_model_ops(export_dir):
     return ops - {function.signature.name for function in graph_def.library.function}
 
 
+@dataclasses.dataclass(frozen=True)
+class _Exported:
+    """What the export holds: the model, the text steps framed to the settings, the settings."""
+
+    model: object
+    preprocessor: object
+    decoding: object
+    source_buckets: tuple
+
+
+def _exported(model, tokenizers, decoding, fields):
+    """The model and tokenizers with the export's settings, checked."""
+    decoding = DecodingConfig() if decoding is None else decoding
+    settings = decoding.replace(**fields).resolve(model.config)
+    if settings.method not in METHODS:
+        raise ValueError(
+            f"method must be one of {METHODS} to export; received method={settings.method!r}"
+        )
+    preprocessor = Seq2SeqPreprocessor(
+        tokenizers, settings.max_source_length, settings.max_length
+    )
+    preprocessor.check_fits(model.config)
+    return _Exported(
+        model, preprocessor, settings, tuple(source_buckets(model.config.max_source_length))
+    )
+
+
 class _TranslatorModule(tf.Module):
     """What `export` saves: the signatures, the variables and the tokenizers they read, the assets.
 
@@ -90,12 +122,12 @@ class _TranslatorModule(tf.Module):
     through captures (keras-hub #1629, #2015: "untracked resource").
     """
 
-    def __init__(self, translator, xla, asset_paths):
+    def __init__(self, exported, xla, asset_paths):
         super().__init__(name="keras_tf_translator")
-        t = translator
+        t = exported
         preprocessor = t.preprocessor
         self.model_variables = list(t.model.variables)
-        self.tokenizers = t.tokenizers
+        self.tokenizers = preprocessor.tokenizers
         self.assets = [tf.saved_model.Asset(path) for path in asset_paths]
         buckets = tf.constant(t.source_buckets, tf.int32)
 
@@ -195,7 +227,7 @@ def export(
         >>> os.path.basename(path)
         '1'
     """
-    translator = Translator(model, tokenizers, decoding=decoding, **fields)
+    exported = _exported(model, tokenizers, decoding, fields)
     if not isinstance(xla, bool):
         raise TypeError(f"xla must be True or False; received xla={xla!r}")
     model_base_path = os.fspath(model_base_path)
@@ -227,7 +259,13 @@ def export(
                 "outputs": [TARGET_IDS_OUTPUT, SCORE_OUTPUT, OVERLONG_OUTPUT],
             },
         },
-        **translator.get_config(),
+        "method": exported.decoding.method,
+        "beam_size": exported.decoding.beam_size,
+        "length_penalty": exported.decoding.length_penalty,
+        "length_penalty_style": exported.decoding.length_penalty_style,
+        "max_length": exported.decoding.max_length,
+        "max_source_length": exported.decoding.max_source_length,
+        "source_buckets": list(exported.source_buckets),
         "xla": xla,
         # "int8" after `Seq2SeqTransformer.quantize("int8")`, else None.
         "quantization": model.weight_quantization,
@@ -244,7 +282,7 @@ def export(
             file.write("\n")
         asset_paths = sorted(os.path.join(assets_dir, name) for name in os.listdir(assets_dir))
 
-        module = _TranslatorModule(translator, xla, asset_paths)
+        module = _TranslatorModule(exported, xla, asset_paths)
         try:
             # Decoding writes its buffers with `update_at` (a select), so
             # without XLA the graph holds no XLA op; checked below.

@@ -30,7 +30,7 @@ import logging
 import numpy as np
 import tensorflow as tf
 
-from keras_tf.models.config import END_ID, PAD_ID, START_ID
+from keras_tf.special_tokens import END_ID, PAD_ID, START_ID
 from keras_tf.text.corpora import ParallelCorpus
 from keras_tf.text.ragged import concat_rows
 

@@ -37,6 +37,7 @@ import logging
 import os
 import re
 import unicodedata
+import warnings
 
 import keras_hub
 import numpy as np
@@ -44,7 +45,7 @@ import tensorflow as tf
 import tensorflow_text as tf_text
 from sentencepiece import sentencepiece_model_pb2
 
-from keras_tf.models.config import END_ID, PAD_ID, RESERVED_TOKENS, START_ID, UNK_ID
+from keras_tf.special_tokens import END_ID, PAD_ID, RESERVED_TOKENS, START_ID, UNK_ID
 from keras_tf.text.ragged import concat_rows
 
 # What `Seq2SeqTokenizers.train` learns; an imported checkpoint may also bring a
@@ -684,16 +685,18 @@ class Seq2SeqTokenizers(tf.Module):
 
     @classmethod
     def from_preset(cls, preset):
-        """The tokenizers of a preset directory or an OPUS-MT model, as keras-hub's.
+        """Deprecated: `keras_tf.translation.presets.load_tokenizers(preset)`."""
+        # The one upward import of this floor, for one release: listed in
+        # tests/test_layering.py's allow-list, marked for removal.
+        from keras_tf.translation.presets import load_tokenizers
 
-        `Seq2SeqPreprocessor.from_preset(preset).tokenizers`: a directory
-        `Seq2SeqTranslator.save_to_preset` or `keras-tf train` wrote, or a
-        Hugging Face Marian directory or `hf://ORG/NAME`. `load` reads the
-        folder `save` wrote.
-        """
-        from keras_tf.models.seq2seq_translator import preprocessor_from_preset
-
-        return preprocessor_from_preset(preset).tokenizers
+        warnings.warn(
+            "Seq2SeqTokenizers.from_preset is deprecated; use "
+            "keras_tf.translation.presets.load_tokenizers (docs/migration.md)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return load_tokenizers(preset)
 
     @classmethod
     def load(cls, directory):

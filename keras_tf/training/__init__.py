@@ -9,8 +9,8 @@ TensorFlow.
 import importlib
 
 from keras_tf.training.callbacks import LearningRateMonitor
-from keras_tf.training.losses import MaskedSparseCategoricalCrossentropy
-from keras_tf.training.metrics import MaskedTokenAccuracy
+from keras_tf.models.losses import MaskedSparseCategoricalCrossentropy
+from keras_tf.models.metrics import MaskedTokenAccuracy
 from keras_tf.training.reverse_task import make_reverse_task
 from keras_tf.training.schedules import (
     PerUpdateSchedule,

@@ -1,7 +1,8 @@
 """BLEU-driven training: score the validation set each epoch as `keras-tf evaluate` would.
 
 `ValidationBleu` decodes the validation sources with the cached, XLA-compiled
-greedy search (`keras_tf.serving.Translator(method="greedy")`), scores them
+greedy search of `Seq2SeqTranslator.generate` (in the batches of
+`keras-tf evaluate`, `keras_tf.translation.batches`), scores them
 with sacreBLEU (`corpus_scores`), and puts `val_bleu` and `val_chrf` in the
 epoch logs, before the checkpoint, CSV, TensorBoard and progress-bar
 callbacks read them. `keras_tf.training.train(keep_best="bleu")` keeps the
@@ -12,6 +13,10 @@ without a gain.
 import logging
 
 import keras
+
+from keras_tf.decoding.config import DecodingConfig
+from keras_tf.translation.batches import translate_in_batches
+from keras_tf.translation.translator import Seq2SeqTranslator
 
 logger = logging.getLogger("keras_tf.training")
 
@@ -42,24 +47,28 @@ class ValidationBleu(keras.callbacks.Callback):
     """Each epoch, greedy-decode the validation sources; log sacreBLEU BLEU and chrF.
 
     Adds `val_bleu` and `val_chrf` to the epoch logs, and keeps the last
-    hypotheses in `self.hypotheses`.
+    hypotheses in `self.hypotheses`. Use it with `Seq2SeqTranslator.fit`
+    (the translator's own preprocessor decodes), or with a
+    `Seq2SeqTransformer` trained by `keras_tf.training.train` and its
+    tokenizers.
 
     Args:
         sources: list of `str`, the validation source sentences.
         references: list of `str`, one reference translation each.
-        tokenizers: the model's `Seq2SeqTokenizers`.
+        tokenizers: the `Seq2SeqTokenizers` of a `Seq2SeqTransformer`.
+            Defaults to None: the model is a `Seq2SeqTranslator`.
         batch_size: sentences decoded per call. Defaults to 32, as `keras-tf
             evaluate`'s default, so the same batches are decoded.
         max_length: most target tokens generated. Defaults to `None`: the
             model's `max_target_length`, as `keras-tf evaluate`.
 
     Example:
-        >>> callback = ValidationBleu(["a cat"], ["un chat"], tokenizers=None)
+        >>> callback = ValidationBleu(["a cat"], ["un chat"])
         >>> callback.batch_size
         32
     """
 
-    def __init__(self, sources, references, tokenizers, *, batch_size=32, max_length=None):
+    def __init__(self, sources, references, tokenizers=None, *, batch_size=32, max_length=None):
         super().__init__()
         if len(sources) != len(references):
             raise ValueError(
@@ -72,15 +81,33 @@ class ValidationBleu(keras.callbacks.Callback):
         self.batch_size = batch_size
         self.max_length = max_length
         self.hypotheses = None
+        self._translator = None
+
+    def translator(self):
+        """The `Seq2SeqTranslator` that decodes: the model, or the model with `tokenizers`."""
+        if isinstance(self.model, Seq2SeqTranslator):
+            return self.model
+        if self._translator is None or self._translator.backbone is not self.model:
+            if self.tokenizers is None:
+                raise TypeError(
+                    "ValidationBleu decodes with a Seq2SeqTranslator's preprocessor; this "
+                    f"model is a {type(self.model).__name__}: pass its tokenizers"
+                )
+            # TensorFlow: the tokenizers exist, so it is imported already.
+            from keras_tf.text.preprocessor import Seq2SeqPreprocessor
+
+            config = self.model.config
+            preprocessor = Seq2SeqPreprocessor(
+                self.tokenizers, config.max_source_length, config.max_target_length
+            )
+            self._translator = Seq2SeqTranslator(self.model, preprocessor)
+        return self._translator
 
     def on_epoch_end(self, epoch, logs=None):
-        from keras_tf.serving import Translator
-        from keras_tf.serving.batch_translation import translate_in_batches
-
-        translator = Translator(
-            self.model, self.tokenizers, method="greedy", max_length=self.max_length
+        decoding = DecodingConfig(method="greedy", max_length=self.max_length)
+        self.hypotheses = translate_in_batches(
+            self.translator(), self.sources, self.batch_size, decoding
         )
-        self.hypotheses = translate_in_batches(translator, self.sources, self.batch_size)
         bleu, chrf = corpus_scores(self.hypotheses, self.references)
         if logs is not None:
             logs["val_bleu"] = float(bleu.score)

@@ -1,8 +1,11 @@
 """Training into a preset directory, and averaging its checkpoints (`keras-tf train`, `keras-tf average`).
 
-    DIR/           a preset directory: `Seq2SeqTranslator.from_preset(DIR)` reads it
+    DIR/           a preset directory (`keras_tf.translation.presets` names its files):
       options.json   the options the directory was made with
       tokenizers/    Seq2SeqTokenizers.save, learned from the training corpus
+                     (with --init-from: the given model's, byte for byte)
+      decoding.json  the DecodingConfig (with --init-from: the given model's)
+      metadata.json  the format and the versions that wrote it
       config.json    the TransformerConfig                          (keras_tf.training.train)
       model.keras    the best model so far on the validation BLEU   (train)
                      (or loss: keep_best="loss")
@@ -19,16 +22,17 @@ import contextlib
 import os
 import shutil
 import sys
-import tempfile
 
-from keras_tf.json_files import read_json, write_json
+from keras_tf.atomic_files import read_json, write_json
 from keras_tf.option_error import OptionError
-
-OPTIONS_FILE = "options.json"
-TOKENIZERS_DIR = "tokenizers"
-MODEL_FILE = "model.keras"
-CONFIG_FILE = "config.json"
-HISTORY_FILE = "history.csv"
+from keras_tf.translation import presets
+from keras_tf.translation.presets import (
+    HISTORY_FILE,  # noqa: F401  (keras_tf.cli reads it from here)
+    MODEL_FILE,
+    OPTIONS_FILE,
+    TOKENIZERS_CONFIG,
+    TOKENIZERS_DIR,
+)
 
 # Options that fix the model, its vocabulary or its optimizer's variables (the
 # gradients accumulated so far): a resumed run must repeat them.
@@ -63,7 +67,7 @@ def _tokenizers_for(out_dir, train_corpus, options, write):
     from keras_tf.text import Seq2SeqTokenizers
 
     directory = os.path.join(out_dir, TOKENIZERS_DIR)
-    if os.path.exists(os.path.join(directory, "tokenizers.json")):
+    if os.path.exists(os.path.join(directory, TOKENIZERS_CONFIG)):
         return Seq2SeqTokenizers.load(directory), True
     try:
         with _native_stderr_silenced():
@@ -79,10 +83,7 @@ def _tokenizers_for(out_dir, train_corpus, options, write):
             f"{str(error).rstrip('.')}; pass a smaller size, or none to fit it to the corpus",
         ) from None
     if write:
-        # Saved under a temporary name and renamed: a kill leaves no half folder.
-        staging = tempfile.mkdtemp(prefix=".partial-tokenizers-", dir=out_dir)
-        tokenizers.save(staging)
-        os.replace(staging, directory)
+        presets.write_tokenizers(out_dir, tokenizers)
     return tokenizers, False
 
 
@@ -124,7 +125,7 @@ def _removed_if_no_epoch_finishes(out_dir):
     try:
         yield
     except BaseException:
-        if created and not os.path.exists(os.path.join(out_dir, "backup", "state.json")):
+        if created and not os.path.exists(os.path.join(out_dir, presets.BACKUP_DIR, "state.json")):
             shutil.rmtree(out_dir, ignore_errors=True)
         raise
 
@@ -210,10 +211,15 @@ def _train_preset_dir(
         verbose: passed to `model.fit`.
 
     Returns:
-        `(model, history)` from `keras_tf.training.train`.
+        `(translator, history)`: the best model as a `Seq2SeqTranslator`
+        (its tokenizers and decoding settings), and the `History` of
+        `keras_tf.training.train`.
     """
-    from keras_tf.decoding.generate import source_buckets
-    from keras_tf.models import Seq2SeqTranslator, get_preset
+    from keras_tf.buckets import source_buckets
+    from keras_tf.decoding.config import DecodingConfig
+    from keras_tf.models import get_preset
+    from keras_tf.text.preprocessor import Seq2SeqPreprocessor
+    from keras_tf.translation import Seq2SeqTranslator
     from keras_tf.text import make_dataset, make_dataset_by_epoch
     from keras_tf.text.pipeline import (
         DEFAULT_BATCH_TOKENS,
@@ -278,9 +284,11 @@ def _train_preset_dir(
     strategy = make_strategy(strategy)
     chief = is_chief(strategy)
     if initial is not None:
+        decoding = initial.decoding
         if chief and not os.path.exists(os.path.join(out_dir, TOKENIZERS_DIR)):
-            shutil.copytree(os.path.join(init_from, TOKENIZERS_DIR),
-                            os.path.join(out_dir, TOKENIZERS_DIR))
+            # What the model brings stays as it was: its tokenizers and its
+            # decoding settings (an OPUS-MT model's length penalty and limit).
+            presets.copy_text_files(init_from, out_dir)
         print(
             f"Fine-tuning {init_from}/{MODEL_FILE}: its {tokenizer} tokenizers "
             f"({tokenizers.source_vocabulary_size} ids) and its config, not the preset, "
@@ -288,8 +296,11 @@ def _train_preset_dir(
             file=sys.stderr,
         )
     else:
+        decoding = DecodingConfig()
         # Every worker learns the same tokenizers from the same corpus; the chief saves them.
         tokenizers, reused = _tokenizers_for(out_dir, train_corpus, options, write=chief)
+        if chief:
+            presets.write_decoding(out_dir, decoding)
         print(
             f"{'Reusing' if reused else 'Learned'} {tokenizer} tokenizers: "
             f"{tokenizers.source_vocabulary_size} shared ids in {out_dir}/{TOKENIZERS_DIR}",
@@ -352,7 +363,8 @@ def _train_preset_dir(
         validation_bleu = ValidationBleu(valid_corpus.sources, valid_corpus.targets, tokenizers)
     if chief:
         write_json(os.path.join(out_dir, OPTIONS_FILE), options)
-    return train(
+        presets.write_metadata(out_dir)
+    model, history = train(
         config,
         train_set,
         valid_set,
@@ -373,6 +385,8 @@ def _train_preset_dir(
         initial_model=initial.backbone if initial is not None else None,
         verbose=verbose,
     )
+    preprocessor = Seq2SeqPreprocessor(tokenizers, config.max_source_length, config.max_target_length)
+    return Seq2SeqTranslator(model, preprocessor, decoding), history
 
 
 def average_preset_dir(model_dir, last, out_dir):
@@ -381,14 +395,11 @@ def average_preset_dir(model_dir, last, out_dir):
     Returns:
         The epochs averaged, oldest first.
     """
-    import keras
-
-    import keras_tf.models  # noqa: F401  (registers the model for loading)
     from keras_tf.training.averaging import average_checkpoints, epoch_checkpoints
 
     if not os.path.isfile(os.path.join(model_dir, MODEL_FILE)):
         raise ValueError(f"{model_dir} is not a trained preset directory (no {MODEL_FILE})")
-    backup = os.path.join(model_dir, "backup")
+    backup = os.path.join(model_dir, presets.BACKUP_DIR)
     checkpoints = epoch_checkpoints(backup) if os.path.isdir(backup) else []
     if len(checkpoints) < last:
         raise OptionError(
@@ -400,11 +411,11 @@ def average_preset_dir(model_dir, last, out_dir):
         raise OptionError([("out", out_dir)], "exists; averaging writes a new preset directory")
     checkpoints = checkpoints[-last:]
     with _removed_if_no_epoch_finishes(out_dir):
-        model = keras.models.load_model(os.path.join(model_dir, MODEL_FILE), compile=False)
+        model = presets.load_backbone(model_dir)
         average_checkpoints(model, [path for _, path in checkpoints])
-        shutil.copytree(os.path.join(model_dir, TOKENIZERS_DIR), os.path.join(out_dir, TOKENIZERS_DIR))
-        for name in (OPTIONS_FILE, CONFIG_FILE):
-            if os.path.exists(os.path.join(model_dir, name)):
-                shutil.copy(os.path.join(model_dir, name), os.path.join(out_dir, name))
-        model.save(os.path.join(out_dir, MODEL_FILE))
+        presets.copy_text_files(model_dir, out_dir)
+        if os.path.exists(os.path.join(model_dir, OPTIONS_FILE)):
+            shutil.copy(os.path.join(model_dir, OPTIONS_FILE), os.path.join(out_dir, OPTIONS_FILE))
+        presets.write_backbone(out_dir, model)
+        presets.write_metadata(out_dir)
     return [epoch for epoch, _ in checkpoints]

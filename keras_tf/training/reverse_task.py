@@ -6,7 +6,7 @@ download, and a correct Transformer learns it in a minute on a CPU.
 
 import numpy as np
 
-from keras_tf.models.config import END_ID, PAD_ID, START_ID
+from keras_tf.special_tokens import END_ID, PAD_ID, START_ID
 
 FIRST_WORD_ID = 4  # ids 0-3 are reserved (pad, unknown, start, end)
 

@@ -11,7 +11,7 @@ maximise, for a translation the model did not have to find itself.
 import numpy as np
 from keras import ops
 
-from keras_tf.models.config import PAD_ID
+from keras_tf.special_tokens import PAD_ID
 
 
 def pair_log_probabilities(model, tokenizers, sources, targets, batch_size=32):

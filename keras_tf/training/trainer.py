@@ -36,7 +36,9 @@ import numpy as np
 from keras import tree
 
 from keras_tf.models import Seq2SeqTransformer, TransformerConfig, get_preset
+from keras_tf.atomic_files import write_atomically as _write_atomically
 from keras_tf.tensorflow_import import require_tensorflow
+from keras_tf.translation import presets
 from keras_tf.training.distribute import (
     any_worker,
     make_strategy,
@@ -47,8 +49,8 @@ from keras_tf.training.distribute import (
 )
 from keras_tf.training.bleu import KEEP_BEST
 from keras_tf.training.callbacks import LearningRateMonitor
-from keras_tf.training.losses import MaskedSparseCategoricalCrossentropy
-from keras_tf.training.metrics import MaskedTokenAccuracy
+from keras_tf.models.losses import MaskedSparseCategoricalCrossentropy
+from keras_tf.models.metrics import MaskedTokenAccuracy
 from keras_tf.training.schedules import (
     TransformerSchedule,
     checked_accumulation_steps,
@@ -230,7 +232,7 @@ def train(
     batches_per_update = checked_accumulation_steps(gradient_accumulation_steps)
     keras.utils.set_random_seed(seed)
 
-    backup_dir = os.path.join(out_dir, "backup")
+    backup_dir = os.path.join(out_dir, presets.BACKUP_DIR)
     state = _read_backup_state(backup_dir)
     distributed = strategy.num_replicas_in_sync > 1
     check_accumulation_fits(batches_per_update, strategy)
@@ -285,7 +287,7 @@ def train(
     try:
         tf.io.gfile.makedirs(write_dir)
         _write_atomically(
-            os.path.join(write_dir, "config.json"),
+            os.path.join(write_dir, presets.CONFIG_FILE),
             lambda path: _write_text(path, json.dumps(config.to_dict(), indent=2)),
         )
         monitor, mode = KEEP_BEST[keep_best]
@@ -637,10 +639,10 @@ class _Checkpointer(keras.callbacks.Callback):
         self.keep = keep
         self.batches_per_update = batches_per_update
         self.element_spec = element_spec
-        self.model_path = os.path.join(directory, "model.keras")
-        self.backup_dir = os.path.join(directory, "backup")
-        self.history_path = os.path.join(directory, "history.csv")
-        self.logs_dir = os.path.join(directory, "logs")
+        self.model_path = os.path.join(directory, presets.MODEL_FILE)
+        self.backup_dir = os.path.join(directory, presets.BACKUP_DIR)
+        self.history_path = os.path.join(directory, presets.HISTORY_FILE)
+        self.logs_dir = os.path.join(directory, presets.LOGS_DIR)
         self.monitor = monitor
         self.steps_per_epoch = steps_per_epoch
         self.backup_every = backup_every
@@ -814,19 +816,6 @@ def _read_backup_state(backup_dir):
                          ("seed_states", []), ("metric_sums", None), ("history", [])):
         state.setdefault(key, default)
     return state
-
-
-def _write_atomically(path, write):
-    """`write(temporary_path)`, then rename the file to `path`.
-
-    The temporary name keeps the final suffix (`.keras`, `.weights.h5`),
-    which Keras's savers require. A rename within a directory is atomic on
-    POSIX file systems, so `path` is always either the old file or the new.
-    """
-    directory, name = os.path.split(path)
-    temporary = os.path.join(directory, f".partial-{name}")
-    write(temporary)
-    tf.io.gfile.rename(temporary, path, overwrite=True)
 
 
 def _write_text(path, text):

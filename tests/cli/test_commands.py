@@ -67,7 +67,7 @@ def test_train_then_evaluate_translate_export(trained_run, tmp_path, corpus, cap
     assert len(translations[:-1]) == len(sources)
     assert translations[1] == "" and translations[4] == ""
     # The model directory is a preset: from_preset translates as the command does.
-    from keras_tf.models import Seq2SeqTranslator
+    from keras_tf.translation import Seq2SeqTranslator
 
     assert Seq2SeqTranslator.from_preset(out).generate(["red cat", "open the file"]) == [
         translations[0], translations[2]

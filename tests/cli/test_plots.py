@@ -41,7 +41,7 @@ def test_attention_draws_a_heatmap(tmp_path, untrained_model_dir, capsys, layer_
 
 def test_cross_attention_rows_are_distributions(untrained_model_dir):
     from keras_tf.cli.attention import select
-    from keras_tf.models import Seq2SeqTranslator
+    from keras_tf.translation import Seq2SeqTranslator
 
     attention = Seq2SeqTranslator.from_preset(untrained_model_dir).cross_attention("red cat")
     layers, heads, rows, columns = attention.weights.shape

@@ -20,9 +20,11 @@ import pytest
 import tensorflow as tf
 from tensorflow_serving.apis import predict_pb2
 
+from keras_tf.decoding import DecodingConfig, generate
 from keras_tf.models import Seq2SeqTransformer
-from keras_tf.serving import Translator, export
-from keras_tf.text import Seq2SeqTokenizers
+from keras_tf.serving import export
+from keras_tf.text import Seq2SeqPreprocessor, Seq2SeqTokenizers
+from keras_tf.translation import Seq2SeqTranslator
 from tests.helpers import build_once, one_block_tiny, shared_folder
 
 MAX_LENGTH = 12
@@ -81,9 +83,27 @@ class Exported:
         self.model.load_weights(folder / "model.weights.h5")
         if quantize:
             self.model.quantize(quantize)
-        self.translator = Translator(self.model, self.tokenizers, **settings)
+        preprocessor = Seq2SeqPreprocessor(self.tokenizers, MAX_SOURCE_LENGTH, MAX_SOURCE_LENGTH)
+        self.translator = Seq2SeqTranslator(
+            self.model, preprocessor, DecodingConfig(**settings)
+        )
         self.model_base_path = str(folder / MODEL_NAME)
         self.export_dir = os.path.join(self.model_base_path, "1")
+
+
+def translate_tokens(translator, source_ids):
+    """What the export's `translate_tokens` signature gives, in process: `(target_ids, scores)`.
+
+    Client ids (no END, padded with 0) framed by the translator's
+    preprocessor, decoded by `keras_tf.decoding.generate`; an empty source
+    gets no tokens and score 0.
+    """
+    ragged = translator.preprocessor.ids_to_source_ids(np.asarray(source_ids))
+    settings = translator.resolve_decoding()
+    tokens = translator.preprocessor.encoder_tokens(ragged, settings.max_source_length).numpy()
+    out = generate(translator.backbone, tokens, decoding=settings)
+    empty = ragged.row_lengths().numpy() == 0
+    return np.where(empty[:, None], 0, out.tokens), np.where(empty, 0.0, out.scores)
 
 
 @pytest.fixture(scope="session")

@@ -9,7 +9,7 @@ import pytest
 # By name: the package's `export` attribute is the function, not the module.
 @pytest.mark.parametrize(
     "name",
-    ["keras_tf.serving.translator", "keras_tf.serving.export", "keras_tf.serving.batch_translation"],
+    ["keras_tf.serving.translator", "keras_tf.serving.export", "keras_tf.translation.batches"],
 )
 def test_docstring_examples(name):
     module = importlib.import_module(name)

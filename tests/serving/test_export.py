@@ -12,15 +12,21 @@ from tensorflow.core.framework import types_pb2
 from tensorflow.core.protobuf import saved_model_pb2
 
 from keras_tf.models import Seq2SeqTransformer, get_preset
+from keras_tf.decoding import DecodingConfig
 from keras_tf.serving import (
     CONFIG_FILENAME,
-    Translator,
-    clean_text,
     export,
     read_export_config,
 )
-from keras_tf.text import Seq2SeqTokenizers
-from tests.serving.conftest import MAX_LENGTH, MAX_SOURCE_LENGTH, sentences, text_request
+from keras_tf.text import Seq2SeqPreprocessor, Seq2SeqTokenizers, clean_text
+from keras_tf.translation import Seq2SeqTranslator
+from tests.serving.conftest import (
+    MAX_LENGTH,
+    MAX_SOURCE_LENGTH,
+    sentences,
+    text_request,
+    translate_tokens,
+)
 
 DOCS = pathlib.Path(__file__).resolve().parents[2] / "docs" / "serving.md"
 
@@ -69,7 +75,7 @@ def test_predict_request_from_the_documented_names_round_trips(greedy_export):
     assert tensor.shape == (3,) and [t.decode() for t in tensor] == texts
     loaded = tf.saved_model.load(greedy_export.export_dir)
     outputs = loaded.signatures["serving_default"](text=tf.constant(tensor))
-    expected = greedy_export.translator.translate(texts)
+    expected = greedy_export.translator.generate(texts)
     assert [t.decode() for t in outputs["translation"].numpy()] == expected
 
 
@@ -114,7 +120,10 @@ def test_export_records_its_settings_and_tokenizers(greedy_export, beam_export):
         assert config["max_source_length"] == MAX_SOURCE_LENGTH
         assert config["xla"] is False
         assert config["model"] == exported.model.config.to_dict()
-        assert config == {**config, **exported.translator.get_config()}
+        settings = exported.translator.resolve_decoding()
+        for name in ("method", "beam_size", "length_penalty", "length_penalty_style",
+                     "max_length", "max_source_length"):
+            assert config[name] == getattr(settings, name), name
         # The client-side tokenizers are in assets/ and give the same ids.
         assets = os.path.join(exported.export_dir, "assets")
         assert CONFIG_FILENAME in os.listdir(assets)
@@ -128,7 +137,7 @@ def test_export_records_its_settings_and_tokenizers(greedy_export, beam_export):
 
 def test_reload_with_tfsm_layer_and_saved_model_load(greedy_export):
     texts = sentences(4, seed=2) + [""]
-    expected = greedy_export.translator.translate(texts)
+    expected = greedy_export.translator.generate(texts)
     layer = keras.layers.TFSMLayer(greedy_export.export_dir, call_endpoint="serving_default")
     outputs = layer(tf.constant(texts))
     assert [t.decode() for t in outputs["translation"].numpy()] == expected
@@ -139,11 +148,11 @@ def test_reload_with_tfsm_layer_and_saved_model_load(greedy_export):
 
 def test_translator_rules(greedy_export):
     translator = greedy_export.translator
-    assert translator.translate([]) == []
-    out = translator.translate_with_scores(["", "open file"])
+    assert translator.generate([]) == []
+    out = translator.generate_with_scores(["", "open file"])
     assert out.texts[0] == "" and out.scores[0] == 0.0 and out.texts[1]
     # Invalid UTF-8 is read as U+FFFD.
-    assert translator.translate([b"open \xff file"]) == translator.translate(["open \ufffd file"])
+    assert translator.generate([b"open \xff file"]) == translator.generate(["open \ufffd file"])
     assert clean_text(tf.constant([b"a\xc3(b"])).numpy().tolist() == ["a\ufffd(b".encode()]
 
 
@@ -151,8 +160,8 @@ def test_sources_are_cut_to_max_source_length_minus_one_ids(greedy_export):
     # The documented rule: the first max_source_length - 1 subword ids, then END.
     long_ids = np.arange(100, dtype=np.int32)[None, :] % 56 + 4
     cut_ids = long_ids[:, : MAX_SOURCE_LENGTH - 1]
-    long_out = greedy_export.translator.translate_tokens(long_ids)
-    cut_out = greedy_export.translator.translate_tokens(cut_ids)
+    long_out = translate_tokens(greedy_export.translator, long_ids)
+    cut_out = translate_tokens(greedy_export.translator, cut_ids)
     np.testing.assert_array_equal(long_out[0], cut_out[0])
     loaded = tf.saved_model.load(greedy_export.export_dir)
     served = loaded.signatures["translate_tokens"](source_ids=tf.constant(long_ids))
@@ -161,22 +170,25 @@ def test_sources_are_cut_to_max_source_length_minus_one_ids(greedy_export):
 
 def test_bad_arguments_get_clear_errors(greedy_export):
     model, tokenizers = greedy_export.model, greedy_export.tokenizers
-    with pytest.raises(ValueError, match=r"method must be one of \('greedy', 'beam'\) to translate"):
-        Translator(model, tokenizers, method="top_k")
+    translator = greedy_export.translator
+    with pytest.raises(ValueError, match=r"method must be one of \('greedy', 'beam'\) to export"):
+        export(model, tokenizers, "unused", method="top_k")
     with pytest.raises(ValueError, match="received beam_size=0"):
-        Translator(model, tokenizers, method="beam", beam_size=0)
+        translator.generate(["open"], method="beam", beam_size=0)
     with pytest.raises(ValueError, match="max_length=33 is beyond the model's positional range"):
-        Translator(model, tokenizers, max_length=33)
+        translator.generate(["open"], max_length=33)
     with pytest.raises(ValueError, match="length_penalty must be a number"):
-        Translator(model, tokenizers, method="beam", length_penalty="0.6")
+        export(model, tokenizers, "unused", method="beam", length_penalty="0.6")
     with pytest.raises(ValueError, match="received max_source_length=1"):
-        Translator(model, tokenizers, max_source_length=1)
+        translator.generate(["open"], max_source_length=1)
     with pytest.raises(TypeError, match="Expected a keras_tf.text.Seq2SeqTokenizers"):
-        Translator(model, tokenizers.source_tokenizer)
-    with pytest.raises(TypeError, match="Wrap it in a list"):
-        greedy_export.translator.translate("open the file")
+        Seq2SeqPreprocessor(tokenizers.source_tokenizer, 8, 8)
+    with pytest.raises(TypeError, match="Wrap a single string in a list"):
+        translator.generate_with_scores("open the file")
     with pytest.raises(TypeError, match="xla must be True or False"):
         export(model, tokenizers, "unused", xla="yes")
     smaller = Seq2SeqTransformer(get_preset("transformer_tiny", source_vocabulary_size=32))
     with pytest.raises(ValueError, match="source tokenizer has 64 ids but the model's"):
-        Translator(smaller, tokenizers)
+        Seq2SeqTranslator(smaller, Seq2SeqPreprocessor(tokenizers, 8, 8))
+    with pytest.raises(ValueError, match="source tokenizer has 64 ids but the model's"):
+        export(smaller, tokenizers, "unused")

@@ -20,6 +20,7 @@ from tests.serving.conftest import (
     strings,
     text_request,
     tokens_request,
+    translate_tokens,
 )
 
 SINGLE = ["open the notebook file"]
@@ -94,7 +95,7 @@ INT8_ROUNDING = 0.05
 
 
 def assert_same_translations(response, translator, texts, atol=1e-4):
-    expected = translator.translate_with_scores(texts)
+    expected = translator.generate_with_scores(texts)
     assert strings(response) == expected.texts
     np.testing.assert_allclose(output(response, "score"), expected.scores, rtol=1e-4, atol=atol)
 
@@ -118,7 +119,7 @@ def test_beam_search_wordpiece_export_same_strings(session, beam_export):
 
 def test_translate_tokens_same_ids_as_the_translator(session, greedy_export):
     source_ids = source_ids_batch(greedy_export.tokenizers)
-    target_ids, scores = greedy_export.translator.translate_tokens(source_ids)
+    target_ids, scores = translate_tokens(greedy_export.translator, source_ids)
     response = session.response("tokens")
     np.testing.assert_array_equal(output(response, "target_ids"), target_ids)
     np.testing.assert_allclose(output(response, "score"), scores, rtol=1e-4, atol=1e-4)
@@ -151,7 +152,7 @@ def test_int8_export_same_strings_as_the_int8_translator(session, int8_export, g
     # log-probability of -32, the 15 others within 1e-5. The strings are equal.
     assert_same_translations(response, int8_export.translator, BATCH_64[:16], atol=INT8_ROUNDING)
     # The float32 model of the same weights scores otherwise: the export holds int8 ones.
-    float32 = greedy_export.translator.translate_with_scores(BATCH_64[:16]).scores
+    float32 = greedy_export.translator.generate_with_scores(BATCH_64[:16]).scores
     assert np.abs(output(response, "score") - float32).max() > 2 * INT8_ROUNDING
 
 

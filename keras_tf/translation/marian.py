@@ -1,9 +1,9 @@
-"""Import OPUS-MT (Hugging Face `MarianMTModel`) checkpoints as a `Seq2SeqTranslator`.
+"""Convert OPUS-MT (Hugging Face `MarianMTModel`) checkpoints: the parts of a `Seq2SeqTranslator`.
 
 A Hugging Face Marian directory holds `config.json` (`model_type: "marian"`),
 `model.safetensors` (or `pytorch_model.bin`), `source.spm`, `target.spm`,
 `vocab.json` (and `target_vocab.json` when the vocabularies are separate)
-and `tokenizer_config.json`. `load_marian(directory)` reads them with numpy
+and `tokenizer_config.json`. `convert(directory)` reads them with numpy
 and safetensors only (no torch, unless the weights come as
 `pytorch_model.bin`) into our layers:
 
@@ -35,20 +35,16 @@ matrix: fine-tuning lets them drift apart (the output layer stays tied to
 the target copy).
 """
 
+import dataclasses
 import os
 
 import numpy as np
 
-from keras_tf.json_files import read_json
-
-from keras_tf.models.config import (
-    END_ID,
-    PAD_ID,
-    RESERVED_TOKENS,
-    START_ID,
-    UNK_ID,
-    TransformerConfig,
-)
+from keras_tf.atomic_files import read_json
+from keras_tf.decoding.config import DecodingConfig
+from keras_tf.models.config import TransformerConfig
+from keras_tf.models.seq2seq_transformer import Seq2SeqTransformer
+from keras_tf.special_tokens import END_ID, PAD_ID, RESERVED_TOKENS, START_ID, UNK_ID
 
 CONFIG_FILE = "config.json"
 GENERATION_CONFIG_FILE = "generation_config.json"
@@ -354,8 +350,6 @@ def decoding_config(directory, marian_config, model_config):
     Beam search of `num_beams` with the power length penalty len^length_penalty;
     HF's max_length counts the decoder start, ours counts generated tokens.
     """
-    from keras_tf.decoding.config import DecodingConfig
-
     path = os.path.join(directory, GENERATION_CONFIG_FILE)
     settings = read_json(path) if os.path.isfile(path) else marian_config
     num_beams = int(settings.get("num_beams") or 1)
@@ -370,6 +364,8 @@ def decoding_config(directory, marian_config, model_config):
 
 def tokenizers(directory, order, source_vocabulary, target_vocabulary):
     """The `Seq2SeqTokenizers` of a Marian directory, in our ids (needs TensorFlow)."""
+    # Deferred, as every TensorFlow import of this module: the backbone
+    # converts with numpy alone, for the JAX backend.
     from keras_tf.text.tokenizers import Seq2SeqTokenizers, SentencePieceVocabularyTokenizer
 
     protos = []
@@ -405,35 +401,47 @@ def _read_marian(directory):
     return preprocessor, config, order, marian_config
 
 
-def load_marian_preprocessor(path):
-    """The `Seq2SeqPreprocessor` of a Marian directory or `hf://ORG/NAME`, without its weights.
-
-    What `Seq2SeqPreprocessor.from_preset(path)` and
-    `Seq2SeqTokenizers.from_preset(path)` read for such a path.
-    """
+def convert_preprocessor(path):
+    """The `Seq2SeqPreprocessor` of a Marian directory or `hf://ORG/NAME`, without its weights."""
     preprocessor, *_ = _read_marian(resolve_marian_path(path))
     return preprocessor
 
 
-def load_marian(path):
-    """A `Seq2SeqTranslator` from a Hugging Face Marian directory or `hf://ORG/NAME`.
+@dataclasses.dataclass
+class MarianModel:
+    """What `convert` returns: the parts of a translator, which the preset loader assembles.
 
-    `Seq2SeqTranslator.from_preset(path)` calls this for such a path; write
-    the result with `save_to_preset` to get a keras_tf preset directory.
+    Args:
+        backbone: the `Seq2SeqTransformer`, Marian's weights copied in.
+        config: its `TransformerConfig`.
+        preprocessor: the `Seq2SeqPreprocessor` of Marian's SentencePiece
+            models and vocabulary, in our ids.
+        decoding: the `DecodingConfig` of the checkpoint's generation
+            settings (beam size, len^alpha length penalty, max_length).
+    """
+
+    backbone: object
+    config: object
+    preprocessor: object
+    decoding: object
+
+
+def convert(path):
+    """The parts of a Hugging Face Marian directory or `hf://ORG/NAME`: a `MarianModel`.
+
+    `Seq2SeqTranslator.from_preset(path)` assembles them; `save_to_preset`
+    then writes a keras_tf preset directory (`keras-tf import-marian`).
 
     Args:
         path: a directory, or `hf://Helsinki-NLP/opus-mt-en-de` (needs huggingface_hub).
 
     Returns:
-        A `Seq2SeqTranslator` whose greedy and beam outputs equal Hugging
-        Face's `generate` (see docs/pretrained.md for the exceptions).
+        A `MarianModel` whose translator's greedy and beam outputs equal
+        Hugging Face's `generate` (see docs/pretrained.md for the exceptions).
     """
-    from keras_tf.models.seq2seq_transformer import Seq2SeqTransformer
-    from keras_tf.models.seq2seq_translator import Seq2SeqTranslator
-
     directory = resolve_marian_path(path)
     preprocessor, config, order, marian_config = _read_marian(directory)
     backbone = Seq2SeqTransformer(config)
     copy_weights(backbone, read_weights(directory), order)
     decoding = decoding_config(directory, marian_config, config)
-    return Seq2SeqTranslator(backbone, preprocessor, decoding)
+    return MarianModel(backbone, config, preprocessor, decoding)

@@ -8,19 +8,15 @@ The keras-hub task shape (`keras_hub.models.BartSeq2SeqLM` and friends):
     translator.save_to_preset("run1")                    # keras-tf translate --model run1
     Seq2SeqTranslator.from_preset("run1")
 
-A preset directory holds (the files `keras-tf train --out DIR` writes too,
-so every model directory of the command line is a preset):
+Strings take one path, through this translator's own preprocessor:
 
-    model.keras      the backbone, weights and TransformerConfig included
-    config.json      the TransformerConfig, readable without Keras (optional)
-    tokenizers/      Seq2SeqTokenizers.save (optional: without it the
-                     translator takes and returns token ids)
-    decoding.json    the DecodingConfig (optional: greedy)
-    metadata.json    keras_tf version and format (optional)
+    text -> clean_text -> subword ids -> encoder_tokens       Seq2SeqPreprocessor
+         -> cached greedy, beam or sampled decoding            keras_tf.decoding.generate
+         -> translation, score                                 Seq2SeqPreprocessor.detokenize
 
-`translator.save("x.keras")` (and so `keras.callbacks.ModelCheckpoint`)
-writes one file with the same contents, the tokenizers as its assets, which
-`keras.saving.load_model` reads back.
+A source with no subword ids (the empty string, only whitespace) gets the
+empty translation and score 0. The SavedModel export (`export`) traces the
+same steps. `keras_tf.translation.presets` owns the preset directory.
 
 The text steps need TensorFlow (TF-Text ops); the backbone and `generate` on
 token ids run on any Keras backend.
@@ -28,8 +24,6 @@ token ids run on any Keras backend.
 
 import dataclasses
 import os
-import sys
-import tempfile
 import warnings
 
 import keras
@@ -37,24 +31,25 @@ import numpy as np
 from keras import ops
 
 from keras_tf.decoding.config import DecodingConfig
-from keras_tf.json_files import read_json, write_json
-from keras_tf.models.config import PAD_ID, PRESETS, TransformerConfig, get_preset
+from keras_tf.decoding.generate import generate as generate_ids
+from keras_tf.models.losses import MaskedSparseCategoricalCrossentropy
+from keras_tf.models.metrics import MaskedTokenAccuracy
 from keras_tf.models.seq2seq_backbone import build_optimizer
 from keras_tf.models.seq2seq_transformer import Seq2SeqTransformer
 from keras_tf.models.token_loss import TokenMeanLossTracking
+from keras_tf.special_tokens import END_ID, PAD_ID, START_ID
 from keras_tf.tensorflow_import import require_tensorflow
-from keras_tf.version import __version__
-
-CONFIG_FILE = "config.json"
-MODEL_FILE = "model.keras"
-TOKENIZERS_DIR = "tokenizers"
-# What Seq2SeqTokenizers.save writes first in its folder (its CONFIG_FILENAME;
-# named here too, since keras_tf.text needs TensorFlow).
-TOKENIZERS_CONFIG = "tokenizers.json"
-DECODING_FILE = "decoding.json"
-METADATA_FILE = "metadata.json"
-PRESET_FORMAT = "keras_tf.Seq2SeqTranslator"
-PRESET_FORMAT_VERSION = 1
+from keras_tf.translation import presets
+from keras_tf.translation.inputs import (
+    as_texts,
+    holds_strings,
+    is_dataset,
+    is_empty_list,
+    is_pairs_dataset,
+    is_strings_dataset,
+    is_text,
+    text_pairs,
+)
 
 # The default fit recipe: Adam at a constant 5e-4 with the paper's betas. It
 # learns from the first step on any corpus size (the paper's 4,000-step
@@ -80,152 +75,40 @@ class CrossAttention:
     translation: str
 
 
-def _as_texts(values):
-    """`(texts, single)` for text, `(None, False)` for anything else (token ids).
+@dataclasses.dataclass(frozen=True)
+class Translations:
+    """What `Seq2SeqTranslator.generate_with_scores` and `n_best` return.
 
-    Text is a string; a non-empty list, tuple or 1-D numpy array of strings;
-    or a tf.string tensor of rank 0 or 1. `texts` is a list of `str` or
-    `bytes`; `single` says that one string came in, so one goes out.
+    Args:
+        texts: list of `str`, one translation per source (for `n_best`, a
+            list of `n` strings per source, best first).
+        scores: float32 numpy `[batch]` (`[batch, n]`): the summed
+            log-probability of the generated tokens (END included); for beam
+            search divided by the length penalty. 0 for an empty source.
+        overlong: the indices of the sources longer than
+            `max_source_length` allows, ascending; each was translated from
+            its first `max_source_length - 1` subword pieces.
     """
-    tf = sys.modules.get("tensorflow")  # a tf.Tensor means it is imported
-    if tf is not None and isinstance(values, tf.Tensor) and values.dtype == tf.string:
-        values = values.numpy()  # bytes for a scalar, an object array otherwise
-    if isinstance(values, (str, bytes)):
-        return [values], True
-    if isinstance(values, np.ndarray) and values.ndim == 1 and values.dtype.kind in "USO":
-        values = values.tolist()
-    if isinstance(values, (list, tuple)) and values:
-        if all(isinstance(v, (str, bytes)) for v in values):
-            return list(values), False
-    return None, False
+
+    texts: list
+    scores: np.ndarray
+    overlong: list = dataclasses.field(default_factory=list)
 
 
-def _is_text(values):
-    return _as_texts(values)[0] is not None
+def overlong_message(count, total, max_source_length, what="sources"):
+    """One line that says `count` of `total` `what` were cut to fit, or None for 0.
 
-
-def _is_empty_list(values):
-    return isinstance(values, (list, tuple)) and not values
-
-
-def _strings_dataset(values):
-    """Whether `values` is a `tf.data.Dataset` of single strings, batched or not."""
-    tf = sys.modules.get("tensorflow")  # a tf.data.Dataset means it is imported
-    if tf is None or not isinstance(values, tf.data.Dataset):
-        return False
-    spec = values.element_spec
-    return isinstance(spec, tf.TensorSpec) and spec.dtype == tf.string and spec.shape.rank in (0, 1)
-
-
-def _text_pairs(sources, targets, names):
-    """Two lists of strings of one length, or a ValueError that says which argument is wrong.
-
-    `names` are the two arguments' names in the caller, e.g. `("x", "y")`.
+    Example:
+        >>> overlong_message(2, 10, 64)
+        '2 of 10 sources are longer than max_source_length=64 (END included) allows and were translated from their first 63 subword pieces'
     """
-    lists = []
-    for name, values in zip(names, (sources, targets)):
-        texts, _ = _as_texts(values)
-        if texts is None and not _is_empty_list(values):
-            raise ValueError(
-                f"{name} must be strings to pair with the strings of {' and '.join(names)}; "
-                f"received {'None' if values is None else type(values).__name__}"
-            )
-        lists.append(texts or [])
-    if len(lists[0]) != len(lists[1]):
-        raise ValueError(
-            f"{' and '.join(names)} must hold one target per source; received "
-            f"{len(lists[0])} sources and {len(lists[1])} targets"
-        )
-    return lists
-
-
-def _load_preprocessor(folder, max_source_length, max_target_length):
-    """`(preprocessor, text_unavailable)` from tokenizers `Seq2SeqTokenizers.save` wrote.
-
-    `(None, None)` when `folder` holds none. Without TensorFlow the model
-    still loads and takes token ids; `text_unavailable` says why text cannot.
-    """
-    if not os.path.isfile(os.path.join(folder, TOKENIZERS_CONFIG)):
-        return None, None
-    try:
-        from keras_tf.text import Seq2SeqTokenizers
-        from keras_tf.text.preprocessor import Seq2SeqPreprocessor
-    except ModuleNotFoundError as error:
-        if error.name != "tensorflow":
-            raise
-        return None, f"{folder}: {error}"
-    tokenizers = Seq2SeqTokenizers.load(folder)
-    return Seq2SeqPreprocessor(tokenizers, max_source_length, max_target_length), None
-
-
-def is_marian_preset(preset):
-    """Whether `preset` is a Hugging Face Marian model: `hf://...`, or such a directory."""
-    from keras_tf.models import marian
-
-    return preset.startswith(marian.HF_PREFIX) or (
-        not os.path.isfile(os.path.join(preset, MODEL_FILE)) and marian.is_hugging_face_dir(preset)
+    if not count:
+        return None
+    return (
+        f"{count} of {total} {what} are longer than max_source_length={max_source_length} "
+        f"(END included) allows and were translated from their first "
+        f"{max_source_length - 1} subword pieces"
     )
-
-
-def _unknown_preset(preset):
-    return ValueError(
-        f"Unknown preset {preset!r}: not a directory, and not one of {sorted(PRESETS)}"
-    )
-
-
-def preprocessor_from_preset(preset):
-    """The `Seq2SeqPreprocessor` of a preset directory or a Marian model, without its weights.
-
-    What `Seq2SeqPreprocessor.from_preset` and `Seq2SeqTokenizers.from_preset`
-    give: the tokenizers `save_to_preset` (or `keras-tf train`) wrote, framed
-    to the lengths of the preset's `config.json`. Needs TensorFlow.
-    """
-    preset = os.fspath(preset)
-    if preset in PRESETS:
-        raise ValueError(
-            f"{preset!r} is an untrained architecture and has no tokenizers; learn them with "
-            "keras_tf.text.Seq2SeqTokenizers.train, or pass a preset directory"
-        )
-    if is_marian_preset(preset):
-        from keras_tf.models import marian
-
-        return marian.load_marian_preprocessor(preset)
-    if not os.path.isdir(preset):
-        raise _unknown_preset(preset)
-    folder = os.path.join(preset, TOKENIZERS_DIR)
-    config_path = os.path.join(preset, CONFIG_FILE)
-    missing = [path for path in (os.path.join(folder, TOKENIZERS_CONFIG), config_path)
-               if not os.path.isfile(path)]
-    if missing:
-        raise ValueError(
-            f"{preset} is not a preset directory with tokenizers: no {' and no '.join(missing)}; "
-            "write one with Seq2SeqTranslator.save_to_preset(DIR) or `keras-tf train --out DIR`"
-        )
-    config = TransformerConfig.from_dict(read_json(config_path))
-    preprocessor, text_unavailable = _load_preprocessor(
-        folder, config.max_source_length, config.max_target_length
-    )
-    if preprocessor is None:
-        raise ModuleNotFoundError(text_unavailable)
-    return preprocessor
-
-
-def _translate_batches(translator, batches):
-    """Translate each batch of strings; warn once with the count of sources cut to fit."""
-    texts, overlong = [], 0
-    for batch in batches:
-        translations = translator.translate_with_scores(batch)
-        texts += translations.texts
-        overlong += len(translations.overlong)
-    message = translator.overlong_message(overlong, len(texts))
-    if message:
-        warnings.warn(message, UserWarning, stacklevel=3)
-    return texts
-
-
-# How many decoding settings' string translators a Seq2SeqTranslator keeps
-# built (each holds its traced preprocessing graphs).
-TRANSLATORS_KEPT = 8
 
 
 @keras.saving.register_keras_serializable(package="keras_tf")
@@ -266,16 +149,11 @@ class Seq2SeqTranslator(TokenMeanLossTracking, keras.Model):
             )
         decoding.resolve(backbone.config)  # fails now, not at the first generate
         if preprocessor is not None:
-            from keras_tf.text.preprocessor import check_vocabularies_fit
-
-            check_vocabularies_fit(preprocessor.tokenizers, backbone.config)
+            preprocessor.check_fits(backbone.config)
         super().__init__(**kwargs)
         self.backbone = backbone
         self.preprocessor = preprocessor
         self.decoding = decoding
-        # The string Translators of `generate`, by (preprocessor, decoding):
-        # built anew at each call, their graphs would trace again every time.
-        self._translators = {}
         # No weights of its own, and the backbone (a functional model) is
         # built: so is the translator, for `quantize` and `summary` before a call.
         self.built = True
@@ -324,8 +202,6 @@ class Seq2SeqTranslator(TokenMeanLossTracking, keras.Model):
 
     @classmethod
     def from_config(cls, config):
-        import keras_tf.training  # noqa: F401  (registers the loss of a compiled file)
-
         config = dict(config)
         backbone = keras.saving.deserialize_keras_object(config.pop("backbone"))
         preprocessor = config.pop("preprocessor")
@@ -336,26 +212,24 @@ class Seq2SeqTranslator(TokenMeanLossTracking, keras.Model):
 
     def save_assets(self, dir_path):
         if self.preprocessor is not None:
-            self.preprocessor.tokenizers.save(os.path.join(dir_path, TOKENIZERS_DIR))
+            self.preprocessor.tokenizers.save(os.path.join(dir_path, presets.TOKENIZERS_DIR))
 
     def load_assets(self, dir_path):
         lengths = getattr(self, "_preprocessor_lengths", None)
         if lengths is None:
             return
-        self.preprocessor, self._text_unavailable = _load_preprocessor(
-            os.path.join(dir_path, TOKENIZERS_DIR),
+        self.preprocessor, self._text_unavailable = presets.read_tokenizers(
+            os.path.join(dir_path, presets.TOKENIZERS_DIR),
             lengths["max_source_length"],
             lengths["max_target_length"],
         )
         if self.preprocessor is None and self._text_unavailable is None:
             raise ValueError(
                 f"The saved translator had tokenizers but {dir_path} holds none "
-                f"({TOKENIZERS_DIR}/{TOKENIZERS_CONFIG})"
+                f"({presets.TOKENIZERS_DIR}/{presets.TOKENIZERS_CONFIG})"
             )
         if self.preprocessor is not None:
-            from keras_tf.text.preprocessor import check_vocabularies_fit
-
-            check_vocabularies_fit(self.preprocessor.tokenizers, self.config)
+            self.preprocessor.check_fits(self.config)
 
     def call(self, inputs, training=None):
         # logits: [batch, target_length, target_vocabulary], float32
@@ -381,9 +255,6 @@ class Seq2SeqTranslator(TokenMeanLossTracking, keras.Model):
             jit_compile: Defaults to True (Keras's "auto" resolves to False
                 on CPU-only TensorFlow).
         """
-        from keras_tf.training.losses import MaskedSparseCategoricalCrossentropy
-        from keras_tf.training.metrics import MaskedTokenAccuracy
-
         if optimizer == "auto":
             optimizer = keras.optimizers.Adam(
                 DEFAULT_LEARNING_RATE, beta_1=0.9, beta_2=0.98, epsilon=1e-9
@@ -416,20 +287,9 @@ class Seq2SeqTranslator(TokenMeanLossTracking, keras.Model):
         instantiates the tokenizing map function again, about half the CPU of
         `transformer_tiny`'s short epochs (`benchmarks/fit_on_strings.py`).
         """
-        text_pairs = _is_text(x) or _is_text(y)  # both must be, as _text_pairs checks
-        dataset_of_text = False
-        if not text_pairs and x is not None and y is None:
-            # A tf.data.Dataset means TensorFlow is imported already; without
-            # it, x cannot be one.
-            tf = sys.modules.get("tensorflow")
-            if tf is not None and isinstance(x, tf.data.Dataset):
-                spec = x.element_spec
-                dataset_of_text = (
-                    isinstance(spec, tuple)
-                    and len(spec) == 2
-                    and all(getattr(s, "dtype", None) == tf.string for s in spec)
-                )
-        if not (text_pairs or dataset_of_text):
+        pairs = is_text(x) or is_text(y)  # both must be, as text_pairs checks
+        dataset_of_text = not pairs and y is None and is_pairs_dataset(x)
+        if not (pairs or dataset_of_text):
             return x, y, batch_size, None
         self._text_preprocessor()
         tf = require_tensorflow("Seq2SeqTranslator on text (fit, evaluate)")
@@ -442,8 +302,8 @@ class Seq2SeqTranslator(TokenMeanLossTracking, keras.Model):
         # (Keras's TensorFlow trainer keeps the strategy the model was built under.)
         strategy = getattr(self, "distribute_strategy", None) or tf.distribute.get_strategy()
         rows = batch_size if strategy.num_replicas_in_sync == 1 else None
-        if text_pairs:
-            sources, targets = _text_pairs(x, y, ("x", "y"))
+        if pairs:
+            sources, targets = text_pairs(x, y, ("x", "y"))
             dataset = tf.data.Dataset.from_tensor_slices((sources, targets))
             if shuffle:
                 dataset = dataset.shuffle(
@@ -542,13 +402,7 @@ class Seq2SeqTranslator(TokenMeanLossTracking, keras.Model):
         Text has no decoder input to force, so strings (a list, or a
         `tf.data` of them) are refused with a pointer to `generate` (translations) and `score` (log-probabilities).
         """
-        tf = sys.modules.get("tensorflow")  # a tf.data.Dataset means it is imported
-        strings_dataset = (
-            tf is not None
-            and isinstance(x, tf.data.Dataset)
-            and any(spec.dtype == tf.string for spec in tf.nest.flatten(x.element_spec))
-        )
-        if _is_text(x) or strings_dataset:
+        if holds_strings(x):
             raise ValueError(
                 "Seq2SeqTranslator.predict returns teacher-forced logits and takes token ids "
                 '({"encoder_tokens", "decoder_tokens"}); for strings, use generate(sources) '
@@ -558,12 +412,31 @@ class Seq2SeqTranslator(TokenMeanLossTracking, keras.Model):
 
     # --- inference ---
 
-    def _decoding(self, decoding, fields):
-        decoding = self.decoding if decoding is None else decoding
-        return decoding.replace(**fields) if fields else decoding
+    def resolve_decoding(self, decoding=None, **fields):
+        """The settings `generate` decodes with: a resolved `DecodingConfig`.
 
-    def generate(self, inputs, decoding=None, **fields):
+        `decoding` (this translator's by default) with `fields` replaced,
+        checked against the model, its limits filled in. Without a
+        `max_source_length` of its own, it takes the preprocessor's.
+        """
+        decoding = self.decoding if decoding is None else decoding
+        if not isinstance(decoding, DecodingConfig):
+            raise TypeError(
+                "decoding must be a keras_tf.decoding.DecodingConfig; received "
+                f"{type(decoding).__name__}"
+            )
+        decoding = decoding.replace(**fields) if fields else decoding
+        if decoding.max_source_length is None and self.preprocessor is not None:
+            decoding = decoding.replace(max_source_length=min(
+                self.preprocessor.max_source_length, self.config.max_source_length
+            ))
+        return decoding.resolve(self.config)
+
+    def generate(self, inputs, decoding=None, seed=None, **fields):
         """Translate strings, or generate target ids from source ids.
+
+        Every decoding method works on both: greedy, beam search, top-k and
+        top-p sampling.
 
         Args:
             inputs: text (needs a preprocessor): a string, or a list, 1-D
@@ -571,6 +444,8 @@ class Seq2SeqTranslator(TokenMeanLossTracking, keras.Model):
                 of strings, batched or not (unbatched: 32 a batch); or int
                 source ids `[batch, S]` padded with 0, END included.
             decoding: a `DecodingConfig`. Defaults to None: this translator's.
+            seed: int seed of sampling: the same seed gives the same output.
+                Defaults to None: a fresh one.
             **fields: `DecodingConfig` fields that replace those of
                 `decoding`, e.g. `method="beam", beam_size=4`.
 
@@ -579,58 +454,129 @@ class Seq2SeqTranslator(TokenMeanLossTracking, keras.Model):
             inputs, or int32 numpy ids `[batch, max_length]` (END included, 0
             after it) for ids.
         """
-        decoding = self._decoding(decoding, fields)
-        texts, single = _as_texts(inputs)
-        if texts is not None or _is_empty_list(inputs):
-            translations = _translate_batches(self._translator(decoding), [texts or []])
-            return translations[0] if single else translations
-        if _strings_dataset(inputs):
+        settings = self.resolve_decoding(decoding, **fields)
+        texts, single = as_texts(inputs)
+        if texts is not None or is_empty_list(inputs):
+            translations = self._warned(self._translate(texts or [], settings, seed), settings)
+            return translations.texts[0] if single else translations.texts
+        if is_strings_dataset(inputs):
             if inputs.element_spec.shape.rank == 0:
                 inputs = inputs.batch(DEFAULT_BATCH_SIZE)
-            batches = (batch.numpy() for batch in inputs)
-            return _translate_batches(self._translator(decoding), batches)
-        tf = sys.modules.get("tensorflow")
-        if tf is not None and isinstance(inputs, tf.data.Dataset):
+            translated, overlong = [], 0
+            for batch in inputs:
+                out = self._translate(batch.numpy().tolist(), settings, seed)
+                translated += out.texts
+                overlong += len(out.overlong)
+            self._warn_overlong(overlong, len(translated), settings)
+            return translated
+        if is_dataset(inputs):
             raise TypeError(
                 "generate takes a tf.data of strings (batched or not); received one of "
                 f"{inputs.element_spec}. Pass token ids as an int array [batch, S]"
             )
-        from keras_tf.decoding.generate import generate
+        return generate_ids(self.backbone, inputs, decoding=settings, seed=seed).tokens
 
-        return generate(self.backbone, inputs, decoding=decoding).tokens
-
-    def generate_with_scores(self, inputs, decoding=None, **fields):
+    def generate_with_scores(self, texts, decoding=None, seed=None, **fields):
         """`generate` for a list (array, tensor) of strings that also returns the scores.
 
         Returns:
-            `keras_tf.serving.Translations(texts, scores)`: scores are the
-            summed log-probabilities (for beam search over the length penalty).
+            `Translations(texts, scores, overlong)`: scores are the summed
+            log-probabilities (for beam search over the length penalty);
+            `overlong` lists the sources cut to fit, which `generate` warns of.
         """
-        texts, single = _as_texts(inputs)  # a single string gets the Translator's error
-        translator = self._translator(self._decoding(decoding, fields))
-        translations = translator.translate_with_scores(inputs if texts is None or single else texts)
-        message = translator.overlong_message(len(translations.overlong), len(translations.texts))
-        if message:
-            warnings.warn(message, UserWarning, stacklevel=2)
-        return translations
+        settings = self.resolve_decoding(decoding, **fields)
+        return self._translate(self._text_list(texts), settings, seed)
 
-    def _translator(self, decoding):
-        """The string `Translator` of `decoding`, built at its first use and then kept.
+    def n_best(self, texts, n, decoding=None, **fields):
+        """The `n` best translations of each sentence by beam search, best first.
 
-        It holds the traced preprocessing graphs, so a loop of `generate`
-        calls traces them once. The last `TRANSLATORS_KEPT` settings are kept.
+        Args:
+            texts: a list of strings.
+            n: int in [1, beam_size].
+            decoding, **fields: as for `generate`; the method must be "beam".
+
+        Returns:
+            `Translations` whose `texts` holds a list of `n` strings per
+            sentence and `scores` float32 `[batch, n]` (summed
+            log-probabilities over the length penalty), best first. The
+            first of each is what `generate` returns.
         """
+        settings = self.resolve_decoding(decoding, **fields)
+        if settings.method != "beam":
+            raise ValueError(
+                f"n-best lists come from beam search; the method is {settings.method!r}"
+            )
+        if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= settings.beam_size:
+            raise ValueError(
+                f"n must be an integer in [1, {settings.beam_size}]; received n={n!r}"
+            )
+        return self._translate(self._text_list(texts), settings, None, n)
+
+    def overlong_sources(self, texts, decoding=None, **fields):
+        """The indices of `texts` longer than `max_source_length` allows, ascending.
+
+        Each of them is translated from its first `max_source_length - 1`
+        subword pieces (then END), as the export does: callers report them.
+        """
+        texts = self._text_list(texts)
+        if not texts:
+            return []
+        tf = require_tensorflow("Seq2SeqTranslator.overlong_sources")
         preprocessor = self._text_preprocessor()
-        key = (preprocessor, decoding)
-        translator = self._translators.pop(key, None)
-        if translator is None:
-            from keras_tf.serving.translator import Translator
+        source_ids = preprocessor.source_ids(tf.constant(texts, tf.string, shape=[len(texts)]))
+        limit = self.resolve_decoding(decoding, **fields).max_source_length
+        return np.flatnonzero(preprocessor.overlong(source_ids, limit).numpy()).tolist()
 
-            translator = Translator(self.backbone, preprocessor.tokenizers, decoding=decoding)
-            while len(self._translators) >= TRANSLATORS_KEPT:
-                del self._translators[next(iter(self._translators))]
-        self._translators[key] = translator  # the most recent last
-        return translator
+    def _text_list(self, texts):
+        found, single = as_texts(texts)
+        if single or (found is None and not is_empty_list(texts)):
+            raise TypeError(
+                "Expected a list of strings; received "
+                f"{type(texts).__name__}. Wrap a single string in a list: [text]"
+            )
+        return found or []
+
+    def _translate(self, texts, settings, seed, n=None):
+        """Preprocess, decode, postprocess: a batch of strings -> `Translations`."""
+        preprocessor = self._text_preprocessor()
+        tf = require_tensorflow("Seq2SeqTranslator.generate on text")
+        source_ids = preprocessor.source_ids(tf.constant(texts, tf.string, shape=[len(texts)]))
+        limit = settings.max_source_length
+        overlong = np.flatnonzero(preprocessor.overlong(source_ids, limit).numpy()).tolist()
+        width = 1 if n is None else n
+        if not texts:
+            scores = np.zeros([0] if n is None else [0, n], "float32")
+            return Translations([], scores, [])
+        encoder_tokens = preprocessor.generation_tokens(source_ids, limit)
+        out = generate_ids(
+            self.backbone, encoder_tokens.numpy(), decoding=settings, seed=seed,
+            return_all_beams=n is not None,
+        )
+        tokens, scores = out.tokens, out.scores
+        if n is not None:  # [batch, beam, T] -> [batch * n, T]
+            tokens = tokens[:, :n].reshape(len(texts) * n, -1)
+            scores = scores[:, :n].reshape(len(texts) * n)
+        # An empty source gets no tokens and score 0, whatever the model made of a lone END.
+        empty = np.repeat(source_ids.row_lengths().numpy() == 0, width)
+        tokens = np.where(empty[:, None], PAD_ID, tokens)
+        scores = np.where(empty, 0.0, scores).astype("float32")
+        strings = [s.decode("utf-8") for s in preprocessor.detokenize(tf.constant(tokens)).numpy()]
+        if n is None:
+            return Translations(strings, scores, overlong)
+        return Translations(
+            [strings[i * n : (i + 1) * n] for i in range(len(texts))],
+            scores.reshape(len(texts), n),
+            overlong,
+        )
+
+    def _warn_overlong(self, count, total, settings):
+        message = overlong_message(count, total, settings.max_source_length)
+        if message:
+            warnings.warn(message, UserWarning, stacklevel=4)
+
+    def _warned(self, translations, settings):
+        self._warn_overlong(len(translations.overlong), len(translations.texts), settings)
+        return translations
 
     def score(self, sources, targets):
         """The teacher-forced log-probability of each target given its source.
@@ -645,8 +591,8 @@ class Seq2SeqTranslator(TokenMeanLossTracking, keras.Model):
             float32 numpy `[batch]`: the sum over the target's tokens (END
             included) of log softmax(logits)[token].
         """
-        if _is_text(sources) or _is_text(targets) or _is_empty_list(sources):
-            sources, targets = _text_pairs(sources, targets, ("sources", "targets"))
+        if is_text(sources) or is_text(targets) or is_empty_list(sources):
+            sources, targets = text_pairs(sources, targets, ("sources", "targets"))
             if not sources:
                 return np.zeros([0], "float32")
             self._text_preprocessor()
@@ -676,9 +622,6 @@ class Seq2SeqTranslator(TokenMeanLossTracking, keras.Model):
             A `CrossAttention`.
         """
         tf = require_tensorflow("Seq2SeqTranslator.cross_attention")
-
-        from keras_tf.models.config import END_ID, START_ID
-
         preprocessor = self._text_preprocessor()
         # encoder_tokens: [1, S]; generated: [max_length], 0 after END.
         encoder_tokens = preprocessor.encoder_tokens(preprocessor.source_ids(tf.constant([text])))
@@ -703,10 +646,14 @@ class Seq2SeqTranslator(TokenMeanLossTracking, keras.Model):
     def export(self, model_base_path, *, version=None, decoding=None, xla=False, **fields):
         """Write a string-in, string-out SavedModel for TF Serving: `keras_tf.serving.export`.
 
+        The export traces the steps of `generate` with this translator's
+        tokenizers and `decoding` (greedy or beam search).
+
         Returns:
             The export folder, `<model_base_path>/<version>`.
         """
         self._text_preprocessor()
+        # Deferred: the SavedModel export needs TensorFlow, a JAX user may not have it.
         from keras_tf.serving.export import export
 
         return export(
@@ -714,7 +661,7 @@ class Seq2SeqTranslator(TokenMeanLossTracking, keras.Model):
             self.preprocessor.tokenizers,
             model_base_path,
             version=version,
-            decoding=self._decoding(decoding, fields),
+            decoding=self.resolve_decoding(decoding, **fields),
             xla=xla,
         )
 
@@ -729,7 +676,7 @@ class Seq2SeqTranslator(TokenMeanLossTracking, keras.Model):
         """
         self.backbone.quantize(mode, config=config, **kwargs)
 
-    # --- presets ---
+    # --- presets (keras_tf.translation.presets reads and writes them) ---
 
     @classmethod
     def from_preset(cls, preset, *, tokenizers=None, decoding=None, load_weights=True,
@@ -741,7 +688,7 @@ class Seq2SeqTranslator(TokenMeanLossTracking, keras.Model):
                 architecture), a directory written by `save_to_preset` or
                 `keras-tf train --out`, or a Hugging Face Marian (OPUS-MT)
                 directory or `hf://ORG/NAME`, converted by
-                `keras_tf.models.marian.load_marian` (docs/pretrained.md).
+                `keras_tf.translation.marian` (docs/pretrained.md).
             tokenizers: for a named preset, the `Seq2SeqTokenizers` whose
                 vocabulary sizes the model takes. Defaults to None: token ids only.
             decoding: a `DecodingConfig` replacing the preset's.
@@ -753,89 +700,12 @@ class Seq2SeqTranslator(TokenMeanLossTracking, keras.Model):
         Returns:
             A `Seq2SeqTranslator`.
         """
-        preset = os.fspath(preset)
-        if preset in PRESETS:
-            return cls._from_preset_name(preset, tokenizers, decoding, dtype, config_overrides)
-        is_marian = is_marian_preset(preset)
-        if not is_marian and not os.path.isdir(preset):
-            raise _unknown_preset(preset)
-        if config_overrides or tokenizers is not None or dtype is not None:
-            given = sorted(config_overrides) + ["tokenizers"] * (tokenizers is not None)
-            given += ["dtype"] * (dtype is not None)
-            raise ValueError(
-                f"A preset directory fixes its model and tokenizers; received {given} for "
-                f"{preset}"
-            )
-        if is_marian:
-            from keras_tf.models import marian
-
-            imported = marian.load_marian(preset)
-            backbone = imported.backbone if load_weights else Seq2SeqTransformer(imported.config)
-            return cls(backbone, imported.preprocessor, decoding or imported.decoding)
-        return cls._from_preset_dir(preset, decoding, load_weights)
-
-    @classmethod
-    def _from_preset_name(cls, name, tokenizers, decoding, dtype, overrides):
-        preprocessor = None
-        if tokenizers is not None:
-            from keras_tf.text.preprocessor import Seq2SeqPreprocessor
-
-            overrides = {
-                "source_vocabulary_size": tokenizers.source_vocabulary_size,
-                "target_vocabulary_size": tokenizers.target_vocabulary_size,
-                **overrides,
-            }
-        config = get_preset(name, **overrides)
-        if tokenizers is not None:
-            preprocessor = Seq2SeqPreprocessor(
-                tokenizers, config.max_source_length, config.max_target_length
-            )
-        return cls(Seq2SeqTransformer(config, dtype=dtype), preprocessor, decoding)
-
-    @classmethod
-    def _from_preset_dir(cls, directory, decoding, load_weights):
-        if not os.path.isfile(os.path.join(directory, MODEL_FILE)):
-            raise ValueError(
-                f"{directory} is not a keras_tf preset (no {MODEL_FILE}); write one with "
-                "Seq2SeqTranslator.save_to_preset(DIR) or `keras-tf train --out DIR`"
-            )
-        metadata_path = os.path.join(directory, METADATA_FILE)
-        if os.path.isfile(metadata_path):
-            metadata = read_json(metadata_path)
-            if metadata.get("format_version") != PRESET_FORMAT_VERSION:
-                raise ValueError(
-                    f"{metadata_path}: expected format_version={PRESET_FORMAT_VERSION}; "
-                    f"received format_version={metadata.get('format_version')!r}"
-                )
-        import keras_tf.training  # noqa: F401  (registers the loss for compiled files)
-
-        try:
-            backbone = keras.models.load_model(os.path.join(directory, MODEL_FILE), compile=False)
-        except (OSError, ValueError) as error:
-            raise ValueError(f"Cannot load {directory}/{MODEL_FILE}: {error}") from None
-        if not isinstance(backbone, Seq2SeqTransformer):
-            raise ValueError(
-                f"{directory}/{MODEL_FILE} holds a {type(backbone).__name__}, not a "
-                "keras_tf Seq2SeqTransformer"
-            )
-        config = backbone.config
-        config_path = os.path.join(directory, CONFIG_FILE)
-        if os.path.isfile(config_path):
-            if TransformerConfig.from_dict(read_json(config_path)) != config:
-                raise ValueError(
-                    f"{directory}: {MODEL_FILE} was built with another config than {CONFIG_FILE}"
-                )
-        if not load_weights:
-            backbone = Seq2SeqTransformer(config)
-        preprocessor, text_unavailable = _load_preprocessor(
-            os.path.join(directory, TOKENIZERS_DIR),
-            config.max_source_length,
-            config.max_target_length,
+        parts = presets.load_parts(
+            preset, tokenizers=tokenizers, load_weights=load_weights, dtype=dtype,
+            **config_overrides,
         )
-        if decoding is None and os.path.isfile(os.path.join(directory, DECODING_FILE)):
-            decoding = DecodingConfig.from_dict(read_json(os.path.join(directory, DECODING_FILE)))
-        translator = cls(backbone, preprocessor, decoding)
-        translator._text_unavailable = text_unavailable
+        translator = cls(parts.backbone, parts.preprocessor, decoding or parts.decoding)
+        translator._text_unavailable = parts.text_unavailable
         return translator
 
     def save_to_preset(self, directory):
@@ -843,29 +713,9 @@ class Seq2SeqTranslator(TokenMeanLossTracking, keras.Model):
 
         Every file is written under a temporary name and renamed into place.
         """
-        directory = os.fspath(directory)
-        os.makedirs(directory, exist_ok=True)
-        write_json(os.path.join(directory, CONFIG_FILE), self.config.to_dict())
-        staging = os.path.join(directory, f".partial-{MODEL_FILE}")
-        self.backbone.save(staging)
-        os.replace(staging, os.path.join(directory, MODEL_FILE))
-        if self.preprocessor is not None:
-            staging = tempfile.mkdtemp(prefix=".partial-tokenizers-", dir=directory)
-            self.preprocessor.tokenizers.save(staging)
-            target = os.path.join(directory, TOKENIZERS_DIR)
-            if os.path.isdir(target):
-                import shutil
-
-                shutil.rmtree(target)
-            os.replace(staging, target)
-        write_json(os.path.join(directory, DECODING_FILE), self.decoding.to_dict())
-        write_json(
-            os.path.join(directory, METADATA_FILE),
-            {
-                "format": PRESET_FORMAT,
-                "format_version": PRESET_FORMAT_VERSION,
-                "keras_tf_version": __version__,
-                "keras_version": keras.__version__,
-                "backend": keras.backend.backend(),
-            },
+        presets.save_preset(
+            directory,
+            self.backbone,
+            self.preprocessor.tokenizers if self.preprocessor is not None else None,
+            self.decoding,
         )

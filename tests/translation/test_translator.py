@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from keras_tf.decoding import DecodingConfig
-from keras_tf.models import Seq2SeqTransformer, Seq2SeqTranslator, get_preset
+from keras_tf.models import Seq2SeqTransformer, get_preset
+from keras_tf.translation import Seq2SeqTranslator, presets
 from keras_tf.models.config import END_ID, PAD_ID
 from keras_tf.text import Seq2SeqPreprocessor, Seq2SeqTokenizers
 from tests.cli.conftest import generated_pairs  # word-by-word English -> French
@@ -112,17 +113,15 @@ def test_decoding_fields_override_per_call(trained):
 
 
 def test_generate_in_a_loop_traces_its_text_graphs_once_and_logs_nothing(trained):
-    """Each decoding setting's string Translator is built once and kept.
+    """The preprocessor keeps its framing graph: traced once per source length, not per call.
 
-    Built anew at every call, its tf.functions traced again each time
-    (0.33 s a call for one short sentence against 0.008 s kept, on the Zen 1
-    VM), and from the sixth call TensorFlow logged a retracing warning.
+    Traced anew at every call, the tf.functions cost 0.33 s a call for one
+    short sentence against 0.008 s kept (Zen 1 VM), and from the sixth call
+    TensorFlow logged a retracing warning.
     """
     import logging
 
     import tensorflow as tf
-
-    from keras_tf.serving.translator import Translator
 
     translator = trained["translator"]
     sources = trained["held_out"][0][:7]
@@ -133,21 +132,42 @@ def test_generate_in_a_loop_traces_its_text_graphs_once_and_logs_nothing(trained
     try:
         # Seven calls, each with a new sentence: one decoding program to compile.
         outputs = [translator.generate(sources[n : n + 1]) for n in range(7)]
+        # Another setting reuses the framing graph (same source length).
+        translator.generate(sources[:1], method="greedy")
     finally:
         tf.get_logger().removeHandler(handler)
     assert logged == []
-    kept = translator._translator(translator.decoding)
-    assert kept is translator._translator(translator.decoding)
-    assert kept._encoder_tokens.experimental_get_tracing_count() == 1
-    # What the kept Translator gives is what a new one gives.
-    fresh = Translator(translator.backbone, translator.preprocessor.tokenizers,
-                       decoding=translator.decoding)
-    assert sum(outputs, []) == [fresh.translate([source])[0] for source in sources]
-    # Another setting gets a Translator of its own; the first is still kept.
-    assert translator.decoding.method == "beam"  # the fixture's
-    greedy = translator._translator(translator.decoding.replace(method="greedy"))
-    assert greedy is not kept and greedy.decoding.method == "greedy"
-    assert translator._translator(translator.decoding) is kept
+    limit = translator.resolve_decoding().max_source_length
+    graph = translator.preprocessor._generation_graphs[limit]
+    assert graph.experimental_get_tracing_count() == 1
+    # A new translator of the same parts gives the same strings.
+    fresh = Seq2SeqTranslator(translator.backbone, translator.preprocessor, translator.decoding)
+    assert sum(outputs, []) == [fresh.generate([source])[0] for source in sources]
+
+
+def test_every_decoding_method_works_on_strings(trained):
+    """Greedy, beam, top-k and top-p on strings: one path, the translator's own preprocessor."""
+    translator = trained["translator"]
+    sources = trained["held_out"][0][:6]
+    greedy = translator.generate(sources, method="greedy")
+    ids = translator.preprocessor.encoder_tokens(
+        translator.preprocessor.source_ids(np.array(sources, dtype=object))
+    ).numpy()
+    # The strings are the detokenized ids generate gives for the same sources.
+    greedy_ids = translator.generate(ids, method="greedy")
+    assert greedy == [
+        s.decode() for s in translator.preprocessor.detokenize(greedy_ids).numpy()
+    ]
+    beam = translator.generate(sources, method="beam", beam_size=4)
+    assert len(beam) == len(sources) and all(isinstance(t, str) for t in beam)
+    # Sampling: the same seed gives the same strings; top-k of 1 is greedy.
+    for fields in ({"method": "top_k", "top_k": 5}, {"method": "top_p", "top_p": 0.9}):
+        first = translator.generate(sources, seed=11, temperature=1.5, **fields)
+        assert first == translator.generate(sources, seed=11, temperature=1.5, **fields)
+        others = [translator.generate(sources, seed=seed, temperature=1.5, **fields)
+                  for seed in (12, 13, 14)]
+        assert any(other != first for other in others)  # the seed matters
+    assert translator.generate(sources, method="top_k", top_k=1, seed=3) == greedy
 
 
 def test_arrays_tensors_and_datasets_of_strings_are_text(trained):
@@ -189,7 +209,8 @@ def test_sources_cut_to_fit_are_counted_in_a_warning(trained):
     with pytest.warns(UserWarning, match=message):
         translations = translator.generate([fits, cut, "save"])
     assert len(translations) == 3
-    with pytest.warns(UserWarning, match="1 of 3 sources"):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the result names them: no warning
         assert translator.generate_with_scores([fits, cut, "save"]).overlong == [1]
     with pytest.warns(UserWarning, match="2 of 4 sources"):  # over batches of 3 and 1
         translator.generate(tf.data.Dataset.from_tensor_slices([cut, "save", cut, fits]).batch(3))
@@ -369,19 +390,19 @@ def test_save_to_preset_round_trip_gives_equal_outputs(trained, tmp_path):
 
 
 def test_each_part_loads_from_the_preset_alone(trained, tmp_path):
-    """keras-hub's shape: the model, the preprocessor and the tokenizers each have `from_preset`."""
+    """keras-hub's shape: the model, the preprocessor and the tokenizers each load alone."""
     import tensorflow as tf
 
     translator, directory = trained["translator"], trained["directory"]
-    model = Seq2SeqTransformer.from_preset(directory)
+    model = presets.load_backbone(directory)
     assert model.config == translator.config
     for ours, theirs in zip(model.get_weights(), translator.backbone.get_weights()):
         np.testing.assert_array_equal(ours, theirs)
-    fresh = Seq2SeqTransformer.from_preset(directory, load_weights=False)
+    fresh = presets.load_backbone(directory, load_weights=False)
     assert fresh.config == translator.config
     assert not np.array_equal(fresh.get_weights()[0], model.get_weights()[0])
 
-    preprocessor = Seq2SeqPreprocessor.from_preset(directory)
+    preprocessor = presets.load_preprocessor(directory)
     lengths = (preprocessor.max_source_length, preprocessor.max_target_length)
     assert lengths == (translator.config.max_source_length, translator.config.max_target_length)
     sources, targets = make_pairs(6, seed=9)
@@ -389,18 +410,38 @@ def test_each_part_loads_from_the_preset_alone(trained, tmp_path):
                     for p in (preprocessor, translator.preprocessor))
     for a, b in zip(tf.nest.flatten(ours), tf.nest.flatten(theirs)):
         np.testing.assert_array_equal(a, b)
-    tokenizers = Seq2SeqTokenizers.from_preset(directory)
+    tokenizers = presets.load_tokenizers(directory)
     assert tokenizers.get_config() == translator.preprocessor.tokenizers.get_config()
+    assert presets.load_decoding(directory) == translator.decoding
 
-    named = Seq2SeqTransformer.from_preset("transformer_tiny", num_decoder_layers=1)
+    named = presets.load_backbone("transformer_tiny", num_decoder_layers=1)
     assert named.config == get_preset("transformer_tiny", num_decoder_layers=1)
     with pytest.raises(ValueError, match="'transformer_tiny' is an untrained architecture and "
                                          "has no tokenizers"):
-        Seq2SeqTokenizers.from_preset("transformer_tiny")
+        presets.load_tokenizers("transformer_tiny")
     with pytest.raises(ValueError, match=r"no .*tokenizers\.json and no .*config\.json"):
-        Seq2SeqPreprocessor.from_preset(tmp_path)
+        presets.load_preprocessor(tmp_path)
     with pytest.raises(ValueError, match="Unknown preset .*nowhere.*: not a directory"):
-        Seq2SeqTokenizers.from_preset(tmp_path / "nowhere")
+        presets.load_tokenizers(tmp_path / "nowhere")
+
+
+def test_the_old_part_loaders_warn_and_give_the_same_parts(trained):
+    """The classmethods of the first release: aliases for one release, DeprecationWarning."""
+    import keras_tf.models
+
+    directory = trained["directory"]
+    with pytest.warns(DeprecationWarning, match="use keras_tf.translation.presets.load_backbone"):
+        model = Seq2SeqTransformer.from_preset(directory)
+    assert model.config == trained["translator"].config
+    with pytest.warns(DeprecationWarning, match="presets.load_preprocessor"):
+        preprocessor = Seq2SeqPreprocessor.from_preset(directory)
+    assert preprocessor.max_source_length == trained["translator"].preprocessor.max_source_length
+    with pytest.warns(DeprecationWarning, match="presets.load_tokenizers"):
+        tokenizers = Seq2SeqTokenizers.from_preset(directory)
+    assert tokenizers.get_config() == trained["translator"].preprocessor.tokenizers.get_config()
+    with pytest.warns(DeprecationWarning, match="import it from keras_tf.translation"):
+        moved = keras_tf.models.Seq2SeqTranslator
+    assert moved is Seq2SeqTranslator
 
 
 def test_a_keras_file_from_model_checkpoint_keeps_tokenizers_decoding_and_adam(trained, tmp_path):
@@ -492,7 +533,7 @@ out = loaded.signatures["serving_default"](text=tf.constant(texts))
 result = {"served": [t.decode() for t in out["translation"].numpy()],
           "served_with_keras_tf": any(m.startswith(("keras_tf", "keras_hub")) for m in sys.modules)}
 
-from keras_tf.models import Seq2SeqTranslator
+from keras_tf.translation import Seq2SeqTranslator
 translator = Seq2SeqTranslator.from_preset(preset)
 result["texts"] = translator.generate(texts)
 result["modules"] = sorted(m for m in sys.modules if m.startswith("keras_tf"))

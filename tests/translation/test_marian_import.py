@@ -21,9 +21,9 @@ import tensorflow as tf
 from keras_tf.cli.main import main
 from keras_tf.decoding import DecodingConfig, power_length_penalty
 from keras_tf.layers import sinusoidal_encoding
-from keras_tf.models import END_ID, PAD_ID, START_ID, Seq2SeqTranslator
-from keras_tf.models.marian import (
-    load_marian,
+from keras_tf.models import END_ID, PAD_ID, START_ID
+from keras_tf.translation import Seq2SeqTranslator
+from keras_tf.translation.marian import (
     marian_id_order,
     read_marian_config,
     read_vocabularies,
@@ -74,20 +74,20 @@ def test_tokenizer_gives_marian_tokenizer_ids(translator, to_ours):
 
 
 def test_the_preprocessor_and_tokenizers_load_without_the_weights(translator, monkeypatch):
-    import keras_tf.models.marian as marian
-    from keras_tf.text import Seq2SeqPreprocessor, Seq2SeqTokenizers
+    import keras_tf.translation.marian as marian
+    from keras_tf.translation import presets
 
     def no_weights(directory):
         raise AssertionError("the weights were read")
 
     monkeypatch.setattr(marian, "read_weights", no_weights)
-    preprocessor = Seq2SeqPreprocessor.from_preset(str(FIXTURE))
+    preprocessor = presets.load_preprocessor(str(FIXTURE))
     assert (preprocessor.max_source_length, preprocessor.max_target_length) == (
         translator.config.max_source_length, translator.config.max_target_length)
     ours, theirs = (p.encoder_tokens(p.source_ids(tf.constant(SOURCES))).numpy()
                     for p in (preprocessor, translator.preprocessor))
     np.testing.assert_array_equal(ours, theirs)
-    tokenizers = Seq2SeqTokenizers.from_preset(str(FIXTURE))
+    tokenizers = presets.load_tokenizers(str(FIXTURE))
     assert tokenizers.get_config() == translator.preprocessor.tokenizers.get_config()
 
 
@@ -210,7 +210,7 @@ def test_import_marian_command_writes_a_preset_translate_reads(tmp_path, capsys)
     )
     assert translated.returncode == 0, translated.stderr[-3000:]
     # Beam 4 (--beam-size's default), with the preset's power penalty and max_length.
-    expected = load_marian(str(FIXTURE)).generate(SOURCES)
+    expected = Seq2SeqTranslator.from_preset(str(FIXTURE)).generate(SOURCES)
     assert translated.stdout.splitlines() == expected
 
 
@@ -252,13 +252,15 @@ def test_a_directory_without_config_is_not_a_marian_model(tmp_path):
     directory = _broken_copy(tmp_path, remove=["config.json"])
     with pytest.raises(ValueError, match="not a keras_tf preset"):
         Seq2SeqTranslator.from_preset(directory)
+    from keras_tf.translation import marian
+
     with pytest.raises(ValueError, match="not a Hugging Face Marian directory: no config.json"):
-        load_marian(directory)
+        marian.convert(directory)
 
 
 def test_missing_vocabulary_raises(tmp_path):
     with pytest.raises(ValueError, match="no vocab.json"):
-        load_marian(_broken_copy(tmp_path, remove=["vocab.json"]))
+        Seq2SeqTranslator.from_preset(_broken_copy(tmp_path, remove=["vocab.json"]))
 
 
 def test_pytorch_weights_without_torch_raise(tmp_path):
@@ -268,7 +270,7 @@ def test_pytorch_weights_without_torch_raise(tmp_path):
     directory = _broken_copy(tmp_path, remove=["model.safetensors"])
     (pathlib.Path(directory) / "pytorch_model.bin").write_bytes(b"")
     with pytest.raises(ValueError, match="holds pytorch_model.bin .* needs torch"):
-        load_marian(directory)
+        Seq2SeqTranslator.from_preset(directory)
 
 
 def _torch_importable():
@@ -279,12 +281,12 @@ def _torch_importable():
 
 def test_hf_paths_need_huggingface_hub_or_name_the_form():
     with pytest.raises(ValueError, match="Expected hf://ORGANIZATION/NAME"):
-        load_marian("hf://opus-mt-en-de")
+        Seq2SeqTranslator.from_preset("hf://opus-mt-en-de")
     import importlib.util
 
     if importlib.util.find_spec("huggingface_hub") is None:
         with pytest.raises(ValueError, match="needs huggingface_hub"):
-            load_marian("hf://Helsinki-NLP/opus-mt-en-de")
+            Seq2SeqTranslator.from_preset("hf://Helsinki-NLP/opus-mt-en-de")
 
 
 def test_separate_vocabularies_read_target_vocab_json(tmp_path):

@@ -3,7 +3,7 @@
 import keras
 from keras import ops
 
-from keras_tf.models.config import PAD_ID
+from keras_tf.special_tokens import PAD_ID
 from keras_tf.models.token_loss import token_weights
 
 

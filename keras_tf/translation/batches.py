@@ -1,7 +1,9 @@
-"""Translating many sentences with a `Translator`, a batch at a time, shortest first."""
+"""Translating many sentences with a `Seq2SeqTranslator`, a batch at a time, shortest first."""
 
 import contextlib
 import sys
+
+import keras
 
 
 def _batches(texts, batch_size, pad_remainder):
@@ -25,7 +27,8 @@ def _batches(texts, batch_size, pad_remainder):
         yield batch, sent
 
 
-def translate_in_batches(translator, texts, batch_size, progress=False, pad_remainder=None):
+def translate_in_batches(translator, texts, batch_size, decoding=None, progress=False,
+                         pad_remainder=None):
     """Translate `texts`, `batch_size` at a time, shortest first; return them in input order.
 
     Sorting by length puts sentences of one source bucket in a batch, so a
@@ -34,9 +37,10 @@ def translate_in_batches(translator, texts, batch_size, progress=False, pad_rema
     through here, so they give the same translations.
 
     Args:
-        translator: a `keras_tf.serving.Translator`.
+        translator: a `Seq2SeqTranslator` with a preprocessor.
         texts: list of `str`.
         batch_size: sentences per call.
+        decoding: a `DecodingConfig`. Defaults to None: the translator's.
         progress: report progress on stderr: a `keras.utils.Progbar` when
             stderr is a terminal; otherwise (a log file) one plain line at
             the end, since the bar's cursor moves and colours would fill
@@ -49,8 +53,6 @@ def translate_in_batches(translator, texts, batch_size, progress=False, pad_rema
     Returns:
         list of `str`, one line each.
     """
-    import keras
-
     batches = list(_batches(texts, batch_size, pad_remainder))
     translations = [""] * len(texts)
     on_terminal = hasattr(sys.stderr, "isatty") and sys.stderr.isatty()
@@ -58,8 +60,8 @@ def translate_in_batches(translator, texts, batch_size, progress=False, pad_rema
     with contextlib.redirect_stdout(sys.stderr):
         bar = keras.utils.Progbar(len(batches), unit_name="batch") if progress and on_terminal else None
         for done, (batch, sent) in enumerate(batches, start=1):
-            outputs = translator.translate(sent)
-            for index, text in zip(batch, outputs):
+            outputs = translator.generate_with_scores(sent, decoding)
+            for index, text in zip(batch, outputs.texts):
                 translations[index] = " ".join(text.splitlines())
             if bar is not None:
                 bar.update(done)
@@ -68,14 +70,15 @@ def translate_in_batches(translator, texts, batch_size, progress=False, pad_rema
     return translations
 
 
-def n_best_in_batches(translator, texts, batch_size, n, pad_remainder=None):
+def n_best_in_batches(translator, texts, batch_size, n, decoding=None, pad_remainder=None):
     """The `n` best translations of each of `texts` with their scores, in input order.
 
     Args:
-        translator: a beam-search `keras_tf.serving.Translator`.
+        translator: a `Seq2SeqTranslator` with a preprocessor.
         texts: list of `str`.
         batch_size: sentences per call.
-        n: hypotheses per sentence, at most the translator's beam size.
+        n: hypotheses per sentence, at most the beam size.
+        decoding: a beam-search `DecodingConfig`. Defaults to None: the translator's.
         pad_remainder: as for `translate_in_batches`.
 
     Returns:
@@ -83,7 +86,7 @@ def n_best_in_batches(translator, texts, batch_size, n, pad_remainder=None):
     """
     results = [None] * len(texts)
     for batch, sent in _batches(texts, batch_size, pad_remainder):
-        out = translator.translate_n_best(sent, n)
+        out = translator.n_best(sent, n, decoding)
         for index, hypotheses, scores in zip(batch, out.texts, out.scores):
             results[index] = [
                 (" ".join(text.splitlines()), float(score))

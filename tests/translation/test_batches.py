@@ -4,7 +4,8 @@ import io
 
 import numpy as np
 
-from keras_tf.serving.batch_translation import n_best_in_batches, translate_in_batches
+from keras_tf.translation import Translations
+from keras_tf.translation.batches import n_best_in_batches, translate_in_batches
 from tests.serving.conftest import sentences
 
 TEXTS = ["a b c", "a", "a b", "", "a b c d"]
@@ -16,9 +17,9 @@ class Upper:
     def __init__(self):
         self.batches = []
 
-    def translate(self, texts):
+    def generate_with_scores(self, texts, decoding=None):
         self.batches.append(list(texts))
-        return [text.upper() for text in texts]
+        return Translations([text.upper() for text in texts], np.zeros([len(texts)], "float32"))
 
 
 class Terminal(io.StringIO):

@@ -1,0 +1,68 @@
+"""Files and folders written whole or not at all: the one atomic writer of every on-disk format.
+
+Each writer writes under a temporary name beside its target, unique to the
+process and the call, then renames it into place. A rename within a
+directory is atomic on POSIX file systems, so a reader (or a resume after a
+kill) sees the old file or the new one, never half of one, and two
+processes never write the same temporary file.
+"""
+
+import json
+import os
+import shutil
+import uuid
+
+
+def _temporary_name(path):
+    directory, name = os.path.split(os.path.abspath(path))
+    # The final suffix stays last (`.keras`, `.weights.h5`): Keras's savers require it.
+    return os.path.join(directory, f".partial-{os.getpid()}-{uuid.uuid4().hex[:8]}-{name}")
+
+
+def write_atomically(path, write):
+    """`write(temporary_path)`, then rename what it wrote (a file or a folder) to `path`.
+
+    An existing folder at `path` is replaced; if `write` fails, what it
+    left under the temporary name is removed and `path` is untouched.
+
+    Example:
+        >>> import tempfile
+        >>> path = os.path.join(tempfile.mkdtemp(), "a.txt")
+        >>> write_atomically(path, lambda p: open(p, "w").write("hi"))
+        >>> open(path).read()
+        'hi'
+    """
+    temporary = _temporary_name(path)
+    try:
+        write(temporary)
+        if os.path.isdir(temporary) and os.path.isdir(path):
+            # A folder cannot replace a non-empty folder in one rename: move
+            # the old one aside first, then drop it.
+            old = _temporary_name(path)
+            os.replace(path, old)
+            os.replace(temporary, path)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(temporary, path)
+    finally:
+        if os.path.isdir(temporary):
+            shutil.rmtree(temporary, ignore_errors=True)
+        elif os.path.lexists(temporary):
+            os.remove(temporary)
+
+
+def _dump_json(values, path):
+    with open(path, "w", encoding="utf-8") as file:
+        json.dump(values, file, indent=2, ensure_ascii=False)
+        file.write("\n")
+
+
+def write_json(path, values):
+    """Write `values` as indented UTF-8 JSON to `path`, atomically."""
+    write_atomically(path, lambda temporary: _dump_json(values, temporary))
+
+
+def read_json(path):
+    """The JSON value in `path`, read as UTF-8."""
+    with open(path, encoding="utf-8") as file:
+        return json.load(file)

@@ -1,0 +1,355 @@
+"""The preset directory: its one owner. Every file name, every reader, one writer.
+
+A preset is what `Seq2SeqTranslator.from_preset` reads and
+`save_to_preset`, `keras-tf train`, `train --init-from`, `average` and
+`import-marian` write:
+
+    model.keras      the backbone (a Seq2SeqTransformer), weights and config included
+    config.json      its TransformerConfig, readable without Keras
+    tokenizers/      Seq2SeqTokenizers.save (optional: without them the
+                     translator takes and returns token ids)
+    decoding.json    the DecodingConfig of `generate` (optional: greedy)
+    metadata.json    keras_tf version and format
+
+A training run (`keras-tf train --out DIR`) adds its own files beside them:
+`options.json` (the training options), `history.csv`, `backup/` (the
+trainer's format, `keras_tf.training.trainer`) and `logs/` (TensorBoard).
+
+Besides keras_tf presets, `load_*` take a name of `keras_tf.models.PRESETS`
+(an untrained architecture) and a Hugging Face Marian (OPUS-MT) folder or
+`hf://ORG/NAME`, converted by `keras_tf.translation.marian`.
+
+Every file is written under a temporary name and renamed into place
+(`keras_tf.atomic_files`), so a kill leaves the old file or the new one.
+The text parts need TensorFlow; the backbone loads on any Keras backend.
+"""
+
+import dataclasses
+import os
+import shutil
+
+import keras
+
+from keras_tf.atomic_files import read_json, write_atomically, write_json
+from keras_tf.decoding.config import DecodingConfig
+from keras_tf.models.config import PRESETS, TransformerConfig, get_preset
+from keras_tf.models.seq2seq_transformer import Seq2SeqTransformer
+from keras_tf.version import __version__
+
+MODEL_FILE = "model.keras"
+CONFIG_FILE = "config.json"
+TOKENIZERS_DIR = "tokenizers"
+# What Seq2SeqTokenizers.save writes first in its folder (its CONFIG_FILENAME;
+# named here too, since keras_tf.text needs TensorFlow).
+TOKENIZERS_CONFIG = "tokenizers.json"
+DECODING_FILE = "decoding.json"
+METADATA_FILE = "metadata.json"
+# A training run's files, beside the preset's.
+OPTIONS_FILE = "options.json"
+HISTORY_FILE = "history.csv"
+BACKUP_DIR = "backup"
+LOGS_DIR = "logs"
+
+PRESET_FORMAT = "keras_tf.Seq2SeqTranslator"
+PRESET_FORMAT_VERSION = 1
+
+
+@dataclasses.dataclass
+class PresetParts:
+    """What a preset holds, read but not assembled: `Seq2SeqTranslator.from_preset` assembles it.
+
+    Args:
+        backbone: a `Seq2SeqTransformer`.
+        preprocessor: a `Seq2SeqPreprocessor`, or None (token ids only).
+        decoding: the `DecodingConfig` of the preset, or None (greedy).
+        text_unavailable: why the preset's tokenizers could not be read on
+            this backend (no TensorFlow), or None.
+    """
+
+    backbone: object
+    preprocessor: object = None
+    decoding: object = None
+    text_unavailable: str = None
+
+
+def unknown_preset(preset):
+    """The error for a name that is neither an architecture nor a folder."""
+    return ValueError(
+        f"Unknown preset {preset!r}: not a directory, and not one of {sorted(PRESETS)}"
+    )
+
+
+def is_marian_preset(preset):
+    """Whether `preset` is a Hugging Face Marian model: `hf://...`, or such a directory."""
+    # Deferred: the converter reads safetensors and, for text, TensorFlow.
+    from keras_tf.translation import marian
+
+    preset = os.fspath(preset)
+    return preset.startswith(marian.HF_PREFIX) or (
+        not os.path.isfile(os.path.join(preset, MODEL_FILE)) and marian.is_hugging_face_dir(preset)
+    )
+
+
+def _check_metadata(directory):
+    path = os.path.join(directory, METADATA_FILE)
+    if os.path.isfile(path):
+        metadata = read_json(path)
+        if metadata.get("format_version") != PRESET_FORMAT_VERSION:
+            raise ValueError(
+                f"{path}: expected format_version={PRESET_FORMAT_VERSION}; "
+                f"received format_version={metadata.get('format_version')!r}"
+            )
+
+
+def _read_backbone(directory):
+    """The `Seq2SeqTransformer` of `directory/model.keras`, checked against `config.json`."""
+    if not os.path.isfile(os.path.join(directory, MODEL_FILE)):
+        raise ValueError(
+            f"{directory} is not a keras_tf preset (no {MODEL_FILE}); write one with "
+            "Seq2SeqTranslator.save_to_preset(DIR) or `keras-tf train --out DIR`"
+        )
+    _check_metadata(directory)
+    try:
+        backbone = keras.models.load_model(os.path.join(directory, MODEL_FILE), compile=False)
+    except (OSError, ValueError) as error:
+        raise ValueError(f"Cannot load {directory}/{MODEL_FILE}: {error}") from None
+    if not isinstance(backbone, Seq2SeqTransformer):
+        raise ValueError(
+            f"{directory}/{MODEL_FILE} holds a {type(backbone).__name__}, not a "
+            "keras_tf Seq2SeqTransformer"
+        )
+    config_path = os.path.join(directory, CONFIG_FILE)
+    if os.path.isfile(config_path):
+        if TransformerConfig.from_dict(read_json(config_path)) != backbone.config:
+            raise ValueError(
+                f"{directory}: {MODEL_FILE} was built with another config than {CONFIG_FILE}"
+            )
+    return backbone
+
+
+def read_tokenizers(folder, max_source_length, max_target_length):
+    """`(preprocessor, text_unavailable)` from the tokenizers `Seq2SeqTokenizers.save` wrote.
+
+    `(None, None)` when `folder` holds none. Without TensorFlow the model
+    still loads and takes token ids; `text_unavailable` says why text cannot.
+    """
+    if not os.path.isfile(os.path.join(folder, TOKENIZERS_CONFIG)):
+        return None, None
+    try:
+        # Deferred: TensorFlow (TF-Text), which a JAX user may not have.
+        from keras_tf.text.preprocessor import Seq2SeqPreprocessor
+        from keras_tf.text.tokenizers import Seq2SeqTokenizers
+    except ModuleNotFoundError as error:
+        if error.name != "tensorflow":
+            raise
+        return None, f"{folder}: {error}"
+    tokenizers = Seq2SeqTokenizers.load(folder)
+    return Seq2SeqPreprocessor(tokenizers, max_source_length, max_target_length), None
+
+
+def read_decoding(directory):
+    """The `DecodingConfig` of a preset directory's `decoding.json`, or None."""
+    path = os.path.join(directory, DECODING_FILE)
+    return DecodingConfig.from_dict(read_json(path)) if os.path.isfile(path) else None
+
+
+def _check_folder(preset):
+    if not os.path.isdir(preset):
+        raise unknown_preset(preset)
+
+
+def load_parts(preset, *, tokenizers=None, load_weights=True, dtype=None, **config_overrides):
+    """The parts of a preset (name, directory or Marian model): a `PresetParts`.
+
+    Args:
+        preset: a name in `keras_tf.models.PRESETS` (an untrained
+            architecture), a keras_tf preset directory, or a Hugging Face
+            Marian directory or `hf://ORG/NAME`.
+        tokenizers: for a name, the `Seq2SeqTokenizers` whose vocabulary
+            sizes the model takes. Defaults to None: token ids only.
+        load_weights: for a directory, keep the trained weights; False
+            gives the same architecture with fresh weights.
+        dtype: a dtype policy for a name, e.g. "mixed_bfloat16".
+        **config_overrides: `TransformerConfig` fields for a name.
+    """
+    preset = os.fspath(preset)
+    if preset in PRESETS:
+        preprocessor = None
+        if tokenizers is not None:
+            config_overrides = {
+                "source_vocabulary_size": tokenizers.source_vocabulary_size,
+                "target_vocabulary_size": tokenizers.target_vocabulary_size,
+                **config_overrides,
+            }
+        config = get_preset(preset, **config_overrides)
+        if tokenizers is not None:
+            from keras_tf.text.preprocessor import Seq2SeqPreprocessor  # TensorFlow: deferred
+
+            preprocessor = Seq2SeqPreprocessor(
+                tokenizers, config.max_source_length, config.max_target_length
+            )
+        return PresetParts(Seq2SeqTransformer(config, dtype=dtype), preprocessor)
+    is_marian = is_marian_preset(preset)
+    if not is_marian:
+        _check_folder(preset)
+    if config_overrides or tokenizers is not None or dtype is not None:
+        given = sorted(config_overrides) + ["tokenizers"] * (tokenizers is not None)
+        given += ["dtype"] * (dtype is not None)
+        raise ValueError(
+            f"A preset directory fixes its model and tokenizers; received {given} for {preset}"
+        )
+    if is_marian:
+        from keras_tf.translation import marian
+
+        converted = marian.convert(preset)
+        backbone = converted.backbone if load_weights else Seq2SeqTransformer(converted.config)
+        return PresetParts(backbone, converted.preprocessor, converted.decoding)
+    backbone = _read_backbone(preset)
+    config = backbone.config
+    if not load_weights:
+        backbone = Seq2SeqTransformer(config)
+    preprocessor, text_unavailable = read_tokenizers(
+        os.path.join(preset, TOKENIZERS_DIR), config.max_source_length, config.max_target_length
+    )
+    return PresetParts(backbone, preprocessor, read_decoding(preset), text_unavailable)
+
+
+def load_backbone(preset, *, load_weights=True, dtype=None, **config_overrides):
+    """The `Seq2SeqTransformer` of a preset, as keras-hub's `Backbone.from_preset`.
+
+    Example:
+        >>> model = load_backbone("transformer_tiny", num_encoder_layers=1)
+        >>> model.config.num_encoder_layers, model.config.d_model
+        (1, 32)
+    """
+    preset = os.fspath(preset)
+    if preset not in PRESETS and not is_marian_preset(preset):
+        _check_folder(preset)
+        backbone = _read_backbone(preset)  # the tokenizers stay unread
+        if config_overrides or dtype is not None:
+            raise ValueError(
+                f"A preset directory fixes its model; received "
+                f"{sorted(config_overrides) + ['dtype'] * (dtype is not None)} for {preset}"
+            )
+        return backbone if load_weights else Seq2SeqTransformer(backbone.config)
+    return load_parts(
+        preset, load_weights=load_weights, dtype=dtype, **config_overrides
+    ).backbone
+
+
+def load_preprocessor(preset):
+    """The `Seq2SeqPreprocessor` of a preset directory or an OPUS-MT model, without its weights.
+
+    Its tokenizers, framed to the lengths of the preset's `config.json`.
+    Needs TensorFlow.
+    """
+    preset = os.fspath(preset)
+    if preset in PRESETS:
+        raise ValueError(
+            f"{preset!r} is an untrained architecture and has no tokenizers; learn them with "
+            "keras_tf.text.Seq2SeqTokenizers.train, or pass a preset directory"
+        )
+    if is_marian_preset(preset):
+        from keras_tf.translation import marian
+
+        return marian.convert_preprocessor(preset)
+    _check_folder(preset)
+    folder = os.path.join(preset, TOKENIZERS_DIR)
+    config_path = os.path.join(preset, CONFIG_FILE)
+    missing = [path for path in (os.path.join(folder, TOKENIZERS_CONFIG), config_path)
+               if not os.path.isfile(path)]
+    if missing:
+        raise ValueError(
+            f"{preset} is not a preset directory with tokenizers: no {' and no '.join(missing)}; "
+            "write one with Seq2SeqTranslator.save_to_preset(DIR) or `keras-tf train --out DIR`"
+        )
+    config = TransformerConfig.from_dict(read_json(config_path))
+    preprocessor, text_unavailable = read_tokenizers(
+        folder, config.max_source_length, config.max_target_length
+    )
+    if preprocessor is None:
+        raise ModuleNotFoundError(text_unavailable)
+    return preprocessor
+
+
+def load_tokenizers(preset):
+    """The `Seq2SeqTokenizers` of a preset directory or an OPUS-MT model (`load_preprocessor`'s)."""
+    return load_preprocessor(preset).tokenizers
+
+
+def load_decoding(preset):
+    """The `DecodingConfig` a preset decodes with: its `decoding.json`, or greedy."""
+    preset = os.fspath(preset)
+    if preset in PRESETS:
+        return DecodingConfig()
+    return load_parts(preset).decoding or DecodingConfig()
+
+
+# --- writing ---
+
+
+def write_backbone(directory, backbone):
+    """Write `config.json` and `model.keras` of `backbone` into `directory`, each atomically."""
+    write_json(os.path.join(directory, CONFIG_FILE), backbone.config.to_dict())
+    write_atomically(os.path.join(directory, MODEL_FILE), backbone.save)
+
+
+def write_tokenizers(directory, tokenizers):
+    """Write `tokenizers/` into `directory`, replacing any there, atomically."""
+    write_atomically(os.path.join(directory, TOKENIZERS_DIR), tokenizers.save)
+
+
+def write_decoding(directory, decoding):
+    """Write `decoding.json` into `directory`, atomically."""
+    write_json(os.path.join(directory, DECODING_FILE), decoding.to_dict())
+
+
+def write_metadata(directory):
+    """Write `metadata.json`: the format and the versions that wrote it."""
+    write_json(
+        os.path.join(directory, METADATA_FILE),
+        {
+            "format": PRESET_FORMAT,
+            "format_version": PRESET_FORMAT_VERSION,
+            "keras_tf_version": __version__,
+            "keras_version": keras.__version__,
+            "backend": keras.backend.backend(),
+        },
+    )
+
+
+def save_preset(directory, backbone, tokenizers=None, decoding=None):
+    """Write a complete preset: backbone, tokenizers (when given), decoding settings, metadata.
+
+    What every writer of a preset calls (`save_to_preset`, `import-marian`,
+    `average`; `keras-tf train` writes the same files as it goes).
+    """
+    directory = os.fspath(directory)
+    os.makedirs(directory, exist_ok=True)
+    write_backbone(directory, backbone)
+    if tokenizers is not None:
+        write_tokenizers(directory, tokenizers)
+    write_decoding(directory, decoding if decoding is not None else DecodingConfig())
+    write_metadata(directory)
+
+
+def copy_text_files(source, directory):
+    """Copy `tokenizers/` and `decoding.json` from preset `source` into `directory`, byte for byte.
+
+    What a fine-tuned or averaged model keeps of the model it came from: its
+    tokenizers and its decoding settings (an imported OPUS-MT model keeps
+    Marian's length penalty and limit). A missing `decoding.json` is written
+    as the default (greedy), so every preset holds one.
+    """
+    folder = os.path.join(source, TOKENIZERS_DIR)
+    if os.path.isdir(folder):
+        write_atomically(
+            os.path.join(directory, TOKENIZERS_DIR), lambda path: shutil.copytree(folder, path)
+        )
+    decoding = os.path.join(source, DECODING_FILE)
+    if os.path.isfile(decoding):
+        write_atomically(
+            os.path.join(directory, DECODING_FILE), lambda path: shutil.copyfile(decoding, path)
+        )
+    else:
+        write_decoding(directory, DecodingConfig())
