@@ -29,7 +29,6 @@ import keras
 from keras_tf.datasets import load_jupyterlab_fr
 from keras_tf.decoding import DecodingConfig
 from keras_tf.translation import Seq2SeqTranslator
-from keras_tf.serving import Translator
 from keras_tf.translation.batches import translate_in_batches
 from keras_tf.text import Seq2SeqTokenizers
 
@@ -58,9 +57,10 @@ def main():
             "transformer_small", tokenizers=tokenizers, max_source_length=32,
             max_target_length=32,
         )
-        serving = Translator(translator.backbone, tokenizers, decoding=decoding)
         wall, cpu = time.perf_counter(), time.process_time()
-        out = translate_in_batches(serving, texts, args.batch_size, pad_remainder=pad_remainder)
+        out = translate_in_batches(
+            translator, texts, args.batch_size, decoding, pad_remainder=pad_remainder
+        )
         return time.perf_counter() - wall, time.process_time() - cpu, out
 
     remainder = len(texts) % args.batch_size

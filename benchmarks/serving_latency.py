@@ -2,12 +2,10 @@
 
 One model, one set of sentences, three ways to translate them, timed in one run:
 
-* in process: `keras_tf.serving.Translator` (tokenize, `keras_tf.decoding.generate`
-  compiled with XLA, detokenize), as a Python service would run it; also
-  `generate` alone on ready token ids; `Seq2SeqTranslator.generate` on
-  strings, which keeps one Translator per decoding setting; and, as its peer,
-  a new Translator at every call, as that `generate` did before 2026-12-05
-  (its preprocessing graphs traced again each time);
+* in process: `Seq2SeqTranslator.generate` on strings (tokenize,
+  `keras_tf.decoding.generate` compiled with XLA, detokenize), as a Python
+  service would run it; also `keras_tf.decoding.generate` alone on ready
+  token ids;
 * the default export (`xla=False`) and the `xla=True` export, loaded with
   `tf.saved_model.load` in a fresh process that imports only tensorflow and
   tensorflow_text (asserted), called through `serving_default`. XLA is left
@@ -145,12 +143,10 @@ def main():
 
     from keras_tf.decoding import DecodingConfig, generate
     from keras_tf.models import Seq2SeqTransformer, get_preset
-from keras_tf.translation import Seq2SeqTranslator
-    from keras_tf.serving import Translator, export
+    from keras_tf.serving import export
     from keras_tf.text import Seq2SeqPreprocessor, Seq2SeqTokenizers, encode_source
+    from keras_tf.translation import Seq2SeqTranslator
 
-    # The new-Translator-each-call row retraces by design; TensorFlow would
-    # log a retracing warning for it every few calls.
     tf.get_logger().setLevel("ERROR")
 
     sources, targets, corpus_name = corpus_sentences()
@@ -168,7 +164,11 @@ from keras_tf.translation import Seq2SeqTranslator
         dropout=0.0,
     )
     model = Seq2SeqTransformer(config)
-    translator = Translator(model, tokenizers, max_length=args.max_length)
+    task = Seq2SeqTranslator(
+        model,
+        Seq2SeqPreprocessor(tokenizers, config.max_source_length, config.max_target_length),
+        DecodingConfig(max_length=args.max_length),
+    )
 
     folder = args.keep or tempfile.mkdtemp(prefix="serving_latency_")
     start = time.perf_counter()
@@ -181,44 +181,27 @@ from keras_tf.translation import Seq2SeqTranslator
     print(f"exported to {folder} in {time.perf_counter() - start:.0f}s", file=sys.stderr)
 
     # The work per call: generated tokens, END included, of every sentence timed.
-    ids, _ = translator.translate_tokens(
-        tokenizers.tokenize_source(single + batch).to_tensor().numpy()
-    )
-    generated = (ids != 0).sum(axis=1)
     single_ids = encode_source(tokenizers, single, config.max_source_length).numpy()
     batch_ids = encode_source(tokenizers, batch, config.max_source_length).numpy()
-
-    def in_process(texts):
-        return lambda: translator.translate(texts)
+    generated = np.concatenate([
+        (generate(model, ids, max_length=args.max_length).tokens != 0).sum(axis=1)
+        for ids in (single_ids, batch_ids)
+    ])
 
     def generate_only(ids):
         return lambda: generate(model, ids, max_length=args.max_length)
 
-    task = Seq2SeqTranslator(
-        model,
-        Seq2SeqPreprocessor(tokenizers, config.max_source_length, config.max_target_length),
-        DecodingConfig(max_length=args.max_length),
-    )
-
     def task_generate(texts):
         return lambda: task.generate(texts)
 
-    def new_translator_each_call(texts):
-        return lambda: Translator(model, tokenizers, max_length=args.max_length).translate(texts)
-
     local = {
-        "in-process Translator (generate, XLA)": (in_process(single), in_process(batch)),
-        "in-process generate only (ids, XLA)": (
-            generate_only(single_ids),
-            generate_only(batch_ids),
-        ),
-        "in-process Seq2SeqTranslator.generate (strings)": (
+        "in-process Seq2SeqTranslator.generate (strings, XLA)": (
             task_generate(single),
             task_generate(batch),
         ),
-        "in-process, a new Translator each call (generate before 2026-12-05)": (
-            new_translator_each_call(single),
-            new_translator_each_call(batch),
+        "in-process generate only (ids, XLA)": (
+            generate_only(single_ids),
+            generate_only(batch_ids),
         ),
     }
     for single_call, batch_call in local.values():  # compile and warm up

@@ -26,8 +26,6 @@ _MOVED = {"Seq2SeqTranslator": "keras_tf.translation"}
 
 def __getattr__(name):
     if name in _MOVED:
-        import importlib
-
         warnings.warn(
             f"keras_tf.models.{name} is deprecated; import it from {_MOVED[name]} "
             "(docs/migration.md)",
@@ -36,7 +34,9 @@ def __getattr__(name):
         )
         # The one upward import of this floor's face, for one release: listed
         # in tests/test_layering.py's allow-list, marked for removal.
-        return getattr(importlib.import_module(_MOVED[name]), name)
+        from keras_tf import translation
+
+        return getattr(translation, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

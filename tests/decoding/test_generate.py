@@ -23,12 +23,14 @@ def test_a_second_call_with_the_same_shapes_does_not_retrace(post_norm_model):
     assert traces == [1]
 
 
-def test_model_generate_delegates(post_norm_model):
-    sources = random_sources(2, 9, seed=9)
-    np.testing.assert_array_equal(
-        post_norm_model.generate(sources, max_length=6).tokens,
-        generate(post_norm_model, sources, max_length=6).tokens,
-    )
+def test_compiled_decoders_live_on_the_model_and_go_with_quantize(post_norm_model):
+    from keras_tf.models import Seq2SeqTransformer
+
+    model = Seq2SeqTransformer(post_norm_model.config)  # a model of its own to quantize
+    generate(model, random_sources(2, 9, seed=9), max_length=6)
+    assert len(model.compiled_decoders) == 1 and compiled_functions(model)
+    model.quantize("int8")
+    assert model.compiled_decoders == {} and compiled_functions(model) == {}
 
 
 @pytest.mark.parametrize(
@@ -69,10 +71,10 @@ def test_free_running_reverse_task_exact_match(reverse_model):
     inputs, labels = make_reverse_task(200, seed=99)
     # labels: the reversed source, END, then padding: [200, 11].
     max_length = labels.shape[1]
-    greedy = reverse_model.generate(inputs["encoder_tokens"], max_length=max_length)
+    greedy = generate(reverse_model, inputs["encoder_tokens"], max_length=max_length)
     greedy_exact = (greedy.tokens == labels).all(axis=1).mean()
-    beam = reverse_model.generate(
-        inputs["encoder_tokens"], max_length=max_length, method="beam", beam_size=4
+    beam = generate(
+        reverse_model, inputs["encoder_tokens"], max_length=max_length, method="beam", beam_size=4
     )
     beam_exact = (beam.tokens == labels).all(axis=1).mean()
     assert greedy_exact >= 0.95, greedy_exact
