@@ -7,7 +7,9 @@ import keras
 import numpy as np
 
 from keras_tf.cli.main import main
+from keras_tf.decoding import DecodingConfig
 from keras_tf.training.averaging import epoch_checkpoints
+from keras_tf.translation import Seq2SeqTranslator, presets
 from tests.cli.conftest import write_corpus
 
 
@@ -33,6 +35,18 @@ def test_average_then_fine_tune(trained_run, tmp_path, corpus, capsys):
                  "--beam-size", "1"]) == 0
     assert capsys.readouterr().out.startswith("BLEU = ")
 
+    # Every writer writes the whole preset: the run and its average, decoding.json included.
+    preset_files = {"config.json", "model.keras", "tokenizers", "decoding.json", "metadata.json"}
+    assert preset_files <= set(os.listdir(run)) and preset_files <= set(os.listdir(averaged))
+    assert presets.load_decoding(run) == DecodingConfig()
+    assert (open(os.path.join(averaged, "decoding.json"), "rb").read()
+            == open(os.path.join(run, "decoding.json"), "rb").read())
+    # A model that decodes its own way (an imported OPUS-MT model, say) keeps it when fine-tuned.
+    own_way = DecodingConfig(method="beam", beam_size=3, length_penalty=1.0,
+                             length_penalty_style="power", max_length=20)
+    presets.write_decoding(averaged, own_way)
+    assert Seq2SeqTranslator.from_preset(averaged).decoding == own_way
+
     # Averaging more epochs than were kept is one line.
     assert main(["average", "--model", run, "--last", "3", "--out", str(tmp_path / "x")]) == 2
     err = capsys.readouterr().err
@@ -50,6 +64,10 @@ def test_average_then_fine_tune(trained_run, tmp_path, corpus, capsys):
     assert f"Fine-tuning {averaged}/model.keras: its sentencepiece tokenizers" in err
     assert (open(os.path.join(tuned, "tokenizers", "shared.spm"), "rb").read()
             == open(os.path.join(run, "tokenizers", "shared.spm"), "rb").read())
+    assert preset_files <= set(os.listdir(tuned))
+    assert (open(os.path.join(tuned, "decoding.json"), "rb").read()
+            == open(os.path.join(averaged, "decoding.json"), "rb").read())
+    assert Seq2SeqTranslator.from_preset(tuned).decoding == own_way
     with open(os.path.join(tuned, "history.csv")) as file:
         losses = [float(row["loss"]) for row in csv.DictReader(file)]
     assert losses[1] < losses[0]

@@ -6,6 +6,7 @@ import types
 import numpy as np
 
 from keras_tf.cli.main import main
+from keras_tf.models import Seq2SeqTransformer
 
 WORDS = ["file", "open", "save", "cell", "run", "kernel", "the", "new", "tab", "notebook"]
 
@@ -20,7 +21,7 @@ def test_train_batches_by_the_fitted_budget_by_default(tmp_path, monkeypatch, ca
 
     def train(config, train_set, valid_set, **options):  # what train_preset_dir hands to fit
         seen.update(train_set=train_set, config=config)
-        return None, types.SimpleNamespace(epoch=[])
+        return Seq2SeqTransformer(config), types.SimpleNamespace(epoch=[])
 
     monkeypatch.setattr("keras_tf.training.trainer.train", train)
     assert main(["train", "--train", str(corpus), "--out", str(tmp_path / "run"),

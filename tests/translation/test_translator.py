@@ -569,3 +569,28 @@ def test_four_paths_give_the_same_strings(trained, tmp_path):
     assert fresh["texts"] == expected
     assert "keras_tf.cli" not in fresh["modules"]  # from_preset needs no command line
     assert fresh["cli"] == expected  # `keras-tf translate --model DIR`, one line per line
+
+
+def test_validation_bleu_in_fit_logs_what_keras_tf_evaluate_prints(trained, tmp_path, capsys):
+    """`ValidationBleu` works on `translator.fit`: its BLEU is `keras-tf evaluate --beam-size 1`'s."""
+    from keras_tf.cli.main import main
+    from keras_tf.training.bleu import ValidationBleu
+
+    sources, references = trained["held_out"]
+    translator = Seq2SeqTranslator.from_preset(trained["directory"])
+    # A learning rate of 0: the weights the callback decodes are the preset's.
+    translator.compile(optimizer=keras.optimizers.SGD(0.0), jit_compile=False)
+    callback = ValidationBleu(sources, references)
+    history = translator.fit(sources[:8], references[:8], batch_size=8, epochs=1, verbose=0,
+                             callbacks=[callback])
+    logged = history.history["val_bleu"][0]
+    assert callback.hypotheses == Seq2SeqTranslator.from_preset(trained["directory"]).generate(
+        sources, method="greedy"
+    )
+    test = tmp_path / "test.tsv"
+    test.write_text("".join(f"{s}\t{r}\n" for s, r in zip(sources, references)), encoding="utf-8")
+    assert main(["evaluate", "--model", trained["directory"], "--test", str(test),
+                 "--beam-size", "1"]) == 0
+    printed = capsys.readouterr().out
+    bleu = float(printed.split("BLEU = ")[1].split()[0])
+    assert logged > 10 and round(logged, 2) == bleu, (logged, printed)
