@@ -43,8 +43,10 @@ import keras_hub
 import numpy as np
 import tensorflow as tf
 import tensorflow_text as tf_text
+from google.protobuf.message import DecodeError
 from sentencepiece import sentencepiece_model_pb2
 
+from keras_tf.preset_checks import PresetError, check_fields, confined_file, read_json_object
 from keras_tf.special_tokens import END_ID, PAD_ID, RESERVED_TOKENS, START_ID, UNK_ID
 from keras_tf.text.ragged import concat_rows
 
@@ -702,6 +704,11 @@ class Seq2SeqTokenizers(tf.Module):
     def load(cls, directory):
         """Read tokenizers written by `save`; they give identical ids.
 
+        A folder from elsewhere is read with care: `tokenizers.json` is
+        checked field by field, and every file it names must be a bare name
+        of a regular file in `directory`, of bounded size. Anything else is a
+        `keras_tf.preset_checks.PresetError` that names the file and field.
+
         Args:
             directory: the folder `save` wrote.
 
@@ -714,40 +721,65 @@ class Seq2SeqTokenizers(tf.Module):
                 f"No {CONFIG_FILENAME} in {directory!r}; write one with "
                 "Seq2SeqTokenizers.save(directory)"
             )
-        with open(path, encoding="utf-8") as file:
-            config = json.load(file)
+        config = read_json_object(path)
         if config.get("format_version") != FORMAT_VERSION:
-            raise ValueError(
+            raise PresetError(
                 f"{path}: expected format_version={FORMAT_VERSION}; received "
                 f"format_version={config.get('format_version')!r}"
             )
         if config.get("kind") not in KINDS:
-            raise ValueError(
+            raise PresetError(
                 f"{path}: kind must be one of {KINDS}; received kind={config.get('kind')!r}"
             )
+        check_fields(config, {"shared": bool, "lowercase": bool, "files": dict}, path)
+        sides = ("shared",) if config["shared"] else ("source", "target")
+        named = {"files": config["files"]}
+        if config["kind"] == "sentencepiece_vocabulary":
+            check_fields(config, {"vocabularies": dict}, path)
+            named["vocabularies"] = config["vocabularies"]
+        for field, names in named.items():
+            for side in sides:
+                if side not in names:
+                    raise PresetError(f"{path}: {field} has no {side!r} file")
+                confined_file(directory, names[side], f"{field}.{side}", path)
+
+        def read_bytes(name):
+            with open(os.path.join(directory, name), "rb") as file:
+                return file.read()
 
         def read(side):
-            file_path = os.path.join(directory, config["files"][side])
+            name = config["files"][side]
             if config["kind"] == "sentencepiece":
-                with open(file_path, "rb") as file:
-                    return keras_hub.tokenizers.SentencePieceTokenizer(proto=file.read())
+                return keras_hub.tokenizers.SentencePieceTokenizer(proto=read_bytes(name))
             if config["kind"] == "sentencepiece_vocabulary":
-                with open(file_path, "rb") as file:
-                    proto = file.read()
                 vocabulary_path = os.path.join(directory, config["vocabularies"][side])
                 with open(vocabulary_path, encoding="utf-8") as file:
-                    return SentencePieceVocabularyTokenizer(proto, json.load(file))
-            with open(file_path, encoding="utf-8", newline="\n") as file:
-                vocabulary = file.read().split("\n")[:-1]
+                    vocabulary = json.load(file)
+                if not isinstance(vocabulary, list) or not all(
+                    isinstance(piece, str) for piece in vocabulary
+                ):
+                    raise PresetError(f"{vocabulary_path}: expected a JSON list of pieces")
+                return SentencePieceVocabularyTokenizer(read_bytes(name), vocabulary)
+            vocabulary = read_bytes(name).decode("utf-8").split("\n")[:-1]
             return keras_hub.tokenizers.WordPieceTokenizer(
                 vocabulary=vocabulary,
                 lowercase=config["lowercase"],
                 oov_token=RESERVED_TOKENS[UNK_ID],
             )
 
-        if config["shared"]:
-            return cls(read("shared"))
-        return cls(read("source"), read("target"))
+        try:
+            if config["shared"]:
+                return cls(read("shared"))
+            return cls(read("source"), read("target"))
+        except PresetError:
+            raise
+        except (ValueError, TypeError, UnicodeDecodeError, json.JSONDecodeError,
+                tf.errors.OpError, DecodeError) as error:
+            # A garbage .spm fails in SentencePiece's parser (DecodeError, OpError).
+            message = str(error).strip().splitlines()[0] if str(error).strip() else ""
+            raise PresetError(
+                f"{directory}: cannot read the tokenizers ({type(error).__name__}: {message})"
+            ) from None
 
 
 def _dense_int32(ids):

@@ -40,7 +40,13 @@ import os
 
 import numpy as np
 
-from keras_tf.atomic_files import read_json
+from keras_tf.preset_checks import (
+    PresetError,
+    check_fields,
+    check_sizes,
+    read_json_object,
+    regular_file,
+)
 from keras_tf.decoding.config import DecodingConfig
 from keras_tf.models.config import TransformerConfig
 from keras_tf.models.seq2seq_transformer import Seq2SeqTransformer
@@ -56,6 +62,20 @@ TOKENIZER_CONFIG_FILE = "tokenizer_config.json"
 SPM_FILES = ("source.spm", "target.spm")
 HF_PREFIX = "hf://"
 
+# The sizes of a Marian config.json, each an int held to `SIZE_LIMITS[kind]`
+# before anything is allocated.
+SIZE_FIELDS = {
+    "vocab_size": "vocabulary_size",
+    "d_model": "d_model",
+    "encoder_ffn_dim": "d_ff",
+    "decoder_ffn_dim": "d_ff",
+    "encoder_attention_heads": "num_heads",
+    "decoder_attention_heads": "num_heads",
+    "encoder_layers": "num_layers",
+    "decoder_layers": "num_layers",
+    "max_position_embeddings": "max_length",
+}
+
 # Hugging Face's ACT2FN names -> Keras activation names (the same functions).
 ACTIVATIONS = {"swish": "silu", "silu": "silu", "relu": "relu", "gelu": "gelu"}
 # The logit of the spare PAD row: exp(-1e9 - max) is exactly 0 in float32.
@@ -68,7 +88,7 @@ def is_hugging_face_dir(path):
     if not os.path.isfile(config_path):
         return False
     try:
-        return "model_type" in read_json(config_path)
+        return "model_type" in read_json_object(config_path)
     except (OSError, ValueError):
         return False
 
@@ -110,8 +130,14 @@ def read_marian_config(directory):
     """
     path = os.path.join(directory, CONFIG_FILE)
     if not os.path.isfile(path):
-        raise ValueError(f"{directory} is not a Hugging Face Marian directory: no {CONFIG_FILE}")
-    config = read_json(path)
+        raise PresetError(f"{directory} is not a Hugging Face Marian directory: no {CONFIG_FILE}")
+    config = read_json_object(path)
+    check_fields(config, {name: int for name in SIZE_FIELDS}, path)
+    check_fields(config, {name: int for name in ("pad_token_id", "eos_token_id")}, path)
+    for name in ("dropout", "attention_dropout"):
+        if name in config:
+            check_fields(config, {name: float}, path)
+    check_sizes({name: (kind, config[name]) for name, kind in SIZE_FIELDS.items()}, path)
     if config.get("model_type") != "marian":
         raise ValueError(
             f"{path}: expected model_type='marian'; received model_type={config.get('model_type')!r}"
@@ -213,7 +239,7 @@ def read_vocabularies(directory, marian_config):
     """
     tokenizer_config_path = os.path.join(directory, TOKENIZER_CONFIG_FILE)
     tokenizer_config = (
-        read_json(tokenizer_config_path) if os.path.isfile(tokenizer_config_path) else {}
+        read_json_object(tokenizer_config_path) if os.path.isfile(tokenizer_config_path) else {}
     )
     files = [VOCABULARY_FILE, VOCABULARY_FILE]
     if tokenizer_config.get("separate_vocabs", False):
@@ -223,7 +249,10 @@ def read_vocabularies(directory, marian_config):
         path = os.path.join(directory, name)
         if not os.path.isfile(path):
             raise ValueError(f"{directory}: no {name}; a Marian directory needs its vocabulary")
-        pieces = read_json(path)
+        pieces = read_json_object(path)
+        not_ids = [piece for piece, i in pieces.items() if isinstance(i, bool) or not isinstance(i, int)]
+        if not_ids:
+            raise PresetError(f"{path}: the id of {not_ids[0]!r} is not an integer")
         unk = tokenizer_config.get("unk_token", "<unk>")
         if unk not in pieces:
             raise ValueError(f"{path}: the unknown token {unk!r} is not in the vocabulary")
@@ -246,9 +275,14 @@ def read_weights(directory):
     """The checkpoint's tensors as numpy float32 arrays: safetensors, else pytorch_model.bin."""
     safetensors_path = os.path.join(directory, SAFETENSORS_FILE)
     if os.path.isfile(safetensors_path):
+        from safetensors import SafetensorError
         from safetensors.numpy import load_file
 
-        tensors = load_file(safetensors_path)
+        regular_file(safetensors_path, 2**40)
+        try:
+            tensors = load_file(safetensors_path)
+        except SafetensorError as error:
+            raise PresetError(f"{safetensors_path}: not a safetensors file ({error})") from None
     elif os.path.isfile(os.path.join(directory, PYTORCH_FILE)):
         try:
             import torch
@@ -264,6 +298,43 @@ def read_weights(directory):
     else:
         raise ValueError(f"{directory}: no {SAFETENSORS_FILE} or {PYTORCH_FILE}")
     return {name: np.asarray(value, dtype=np.float32) for name, value in tensors.items()}
+
+
+def check_against_weights(directory, marian_config):
+    """Raise `PresetError` unless the safetensors header holds the sizes config.json claims.
+
+    Reads the header alone: a config that claims more than its file holds is
+    refused before a layer of that size is built.
+    """
+    path = os.path.join(directory, SAFETENSORS_FILE)
+    if not os.path.isfile(path):
+        return  # pytorch_model.bin: torch reads it whole anyway
+    from safetensors import SafetensorError, safe_open
+
+    c = marian_config
+    expected = {
+        "model.shared.weight": (c["vocab_size"], c["d_model"]),
+        "model.encoder.layers.0.fc1.weight": (c["encoder_ffn_dim"], c["d_model"]),
+        "model.decoder.layers.0.fc1.weight": (c["decoder_ffn_dim"], c["d_model"]),
+        f"model.encoder.layers.{c['encoder_layers'] - 1}.fc1.weight": (c["encoder_ffn_dim"], c["d_model"]),
+        f"model.decoder.layers.{c['decoder_layers'] - 1}.fc1.weight": (c["decoder_ffn_dim"], c["d_model"]),
+    }
+    try:
+        with safe_open(regular_file(path, 2**40), framework="numpy") as weights:
+            names = set(weights.keys())
+            for name, shape in expected.items():
+                if name not in names:
+                    raise PresetError(
+                        f"{path}: no tensor {name}, which {CONFIG_FILE}'s sizes call for"
+                    )
+                found = tuple(weights.get_slice(name).get_shape())
+                if found != shape:
+                    raise PresetError(
+                        f"{path}: {name} has shape {list(found)}; {CONFIG_FILE} calls for "
+                        f"{list(shape)}"
+                    )
+    except SafetensorError as error:
+        raise PresetError(f"{path}: not a safetensors file ({error})") from None
 
 
 def _embedding(tensors):
@@ -351,15 +422,22 @@ def decoding_config(directory, marian_config, model_config):
     HF's max_length counts the decoder start, ours counts generated tokens.
     """
     path = os.path.join(directory, GENERATION_CONFIG_FILE)
-    settings = read_json(path) if os.path.isfile(path) else marian_config
-    num_beams = int(settings.get("num_beams") or 1)
+    settings = read_json_object(path) if os.path.isfile(path) else marian_config
+    where = path if os.path.isfile(path) else os.path.join(directory, CONFIG_FILE)
+    for name, types in (("num_beams", int), ("max_length", int), ("length_penalty", float)):
+        if settings.get(name) is not None:
+            check_fields(settings, {name: types}, where)
+    num_beams = settings.get("num_beams") or 1
     max_length = settings.get("max_length") or model_config.max_target_length + 1
-    return DecodingConfig.for_beam_size(
-        num_beams,
-        length_penalty=float(settings.get("length_penalty", 1.0)),
-        length_penalty_style="power",
-        max_length=min(int(max_length) - 1, model_config.max_target_length),
-    )
+    try:
+        return DecodingConfig.for_beam_size(
+            num_beams,
+            length_penalty=float(settings.get("length_penalty", 1.0)),
+            length_penalty_style="power",
+            max_length=min(max_length - 1, model_config.max_target_length),
+        )
+    except ValueError as error:
+        raise PresetError(f"{where}: {error}") from None
 
 
 def tokenizers(directory, order, source_vocabulary, target_vocabulary):
@@ -373,16 +451,21 @@ def tokenizers(directory, order, source_vocabulary, target_vocabulary):
         path = os.path.join(directory, name)
         if not os.path.isfile(path):
             raise ValueError(f"{directory}: no {name}; a Marian directory needs both SentencePiece models")
-        with open(path, "rb") as file:
+        with open(regular_file(path, 2**29), "rb") as file:
             protos.append(file.read())
 
     def ours(vocabulary):
         return list(RESERVED_TOKENS) + [vocabulary[i] for i in order[len(RESERVED_TOKENS):]]
 
-    return Seq2SeqTokenizers(
-        SentencePieceVocabularyTokenizer(protos[0], ours(source_vocabulary)),
-        SentencePieceVocabularyTokenizer(protos[1], ours(target_vocabulary)),
-    )
+    from google.protobuf.message import DecodeError
+
+    try:
+        return Seq2SeqTokenizers(
+            SentencePieceVocabularyTokenizer(protos[0], ours(source_vocabulary)),
+            SentencePieceVocabularyTokenizer(protos[1], ours(target_vocabulary)),
+        )
+    except DecodeError:
+        raise PresetError(f"{directory}: {SPM_FILES} are not SentencePiece models") from None
 
 
 def _read_marian(directory):
@@ -441,6 +524,7 @@ def convert(path):
     """
     directory = resolve_marian_path(path)
     preprocessor, config, order, marian_config = _read_marian(directory)
+    check_against_weights(directory, marian_config)  # before any layer is built
     backbone = Seq2SeqTransformer(config)
     copy_weights(backbone, read_weights(directory), order)
     decoding = decoding_config(directory, marian_config, config)

@@ -25,12 +25,22 @@ The text parts need TensorFlow; the backbone loads on any Keras backend.
 """
 
 import dataclasses
+import json
 import os
 import shutil
+import zipfile
 
 import keras
 
-from keras_tf.atomic_files import read_json, write_atomically, write_json
+from keras_tf.atomic_files import write_atomically, write_json
+from keras_tf.preset_checks import (  # noqa: F401  (PresetError: this floor's face)
+    MAX_JSON_BYTES,
+    PresetError,
+    check_fields,
+    check_sizes,
+    read_json_object,
+    regular_file,
+)
 from keras_tf.decoding.config import DecodingConfig
 from keras_tf.models.config import PRESETS, TransformerConfig, get_preset
 from keras_tf.models.seq2seq_transformer import Seq2SeqTransformer
@@ -93,12 +103,71 @@ def is_marian_preset(preset):
 def _check_metadata(directory):
     path = os.path.join(directory, METADATA_FILE)
     if os.path.isfile(path):
-        metadata = read_json(path)
+        metadata = read_json_object(path)
         if metadata.get("format_version") != PRESET_FORMAT_VERSION:
-            raise ValueError(
+            raise PresetError(
                 f"{path}: expected format_version={PRESET_FORMAT_VERSION}; "
                 f"received format_version={metadata.get('format_version')!r}"
             )
+
+
+# The type of each TransformerConfig field, as config.json must hold it.
+_CONFIG_TYPES = {
+    field.name: field.type if isinstance(field.type, type)
+    else {"int": int, "float": float, "bool": bool, "str": str}[field.type]
+    for field in dataclasses.fields(TransformerConfig)
+}
+_REQUIRED = ("source_vocabulary_size", "target_vocabulary_size")
+
+
+def checked_config(values, where):
+    """A `TransformerConfig` from a dict read from `where`: fields, types and sizes checked first.
+
+    Every refusal is one `PresetError` line naming `where` and the field.
+    """
+    unknown = sorted(set(values) - set(_CONFIG_TYPES))
+    if unknown:
+        raise PresetError(f"{where}: unknown fields {unknown}")
+    check_fields(values, {name: _CONFIG_TYPES[name] for name in _REQUIRED}, where)
+    check_fields(values, {name: _CONFIG_TYPES[name] for name in values}, where)
+    check_sizes({
+        "source_vocabulary_size": ("vocabulary_size", values["source_vocabulary_size"]),
+        "target_vocabulary_size": ("vocabulary_size", values["target_vocabulary_size"]),
+        "d_model": ("d_model", values.get("d_model")),
+        "d_ff": ("d_ff", values.get("d_ff")),
+        "num_heads": ("num_heads", values.get("num_heads")),
+        "num_encoder_layers": ("num_layers", values.get("num_encoder_layers")),
+        "num_decoder_layers": ("num_layers", values.get("num_decoder_layers")),
+        "max_source_length": ("max_length", values.get("max_source_length")),
+        "max_target_length": ("max_length", values.get("max_target_length")),
+    }, where)
+    try:
+        return TransformerConfig.from_dict(values)
+    except ValueError as error:
+        raise PresetError(f"{where}: {error}") from None
+
+
+def _read_config(directory):
+    """The checked `TransformerConfig` of `directory/config.json`."""
+    path = os.path.join(directory, CONFIG_FILE)
+    return checked_config(read_json_object(path), path)
+
+
+def _archived_config(path):
+    """The `TransformerConfig` inside a `.keras` archive, checked before Keras builds anything."""
+    regular_file(path, 2**40)
+    try:
+        with zipfile.ZipFile(path) as archive:
+            with archive.open("config.json") as file:
+                if archive.getinfo("config.json").file_size > MAX_JSON_BYTES:
+                    raise PresetError(f"{path}: its config.json is too large")
+                saved = json.load(file)
+    except (zipfile.BadZipFile, KeyError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise PresetError(f"{path}: not a Keras archive ({error})") from None
+    values = saved.get("config", {}).get("config") if isinstance(saved, dict) else None
+    if not isinstance(values, dict):
+        raise PresetError(f"{path}: holds no keras_tf model config")
+    return checked_config(values, f"{path} (config.json)")
 
 
 def _read_backbone(directory):
@@ -109,21 +178,24 @@ def _read_backbone(directory):
             "Seq2SeqTranslator.save_to_preset(DIR) or `keras-tf train --out DIR`"
         )
     _check_metadata(directory)
-    try:
-        backbone = keras.models.load_model(os.path.join(directory, MODEL_FILE), compile=False)
-    except (OSError, ValueError) as error:
-        raise ValueError(f"Cannot load {directory}/{MODEL_FILE}: {error}") from None
-    if not isinstance(backbone, Seq2SeqTransformer):
-        raise ValueError(
-            f"{directory}/{MODEL_FILE} holds a {type(backbone).__name__}, not a "
-            "keras_tf Seq2SeqTransformer"
+    config = _read_config(directory) if os.path.isfile(
+        os.path.join(directory, CONFIG_FILE)) else None
+    model_path = os.path.join(directory, MODEL_FILE)
+    archived = _archived_config(model_path)
+    if config is not None and archived != config:
+        raise PresetError(
+            f"{directory}: {MODEL_FILE} was built with another config than {CONFIG_FILE}"
         )
-    config_path = os.path.join(directory, CONFIG_FILE)
-    if os.path.isfile(config_path):
-        if TransformerConfig.from_dict(read_json(config_path)) != backbone.config:
-            raise ValueError(
-                f"{directory}: {MODEL_FILE} was built with another config than {CONFIG_FILE}"
-            )
+    try:
+        backbone = keras.models.load_model(model_path, compile=False)
+    except (OSError, ValueError, TypeError, KeyError) as error:
+        # Keras's safe mode refuses what it does not know with a TypeError.
+        first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise PresetError(f"Cannot load {model_path}: {first_line}") from None
+    if not isinstance(backbone, Seq2SeqTransformer):
+        raise PresetError(
+            f"{model_path} holds a {type(backbone).__name__}, not a keras_tf Seq2SeqTransformer"
+        )
     return backbone
 
 
@@ -150,7 +222,14 @@ def read_tokenizers(folder, max_source_length, max_target_length):
 def read_decoding(directory):
     """The `DecodingConfig` of a preset directory's `decoding.json`, or None."""
     path = os.path.join(directory, DECODING_FILE)
-    return DecodingConfig.from_dict(read_json(path)) if os.path.isfile(path) else None
+    if not os.path.lexists(path):
+        return None
+    try:
+        return DecodingConfig.from_dict(read_json_object(path))
+    except (TypeError, ValueError) as error:
+        if isinstance(error, PresetError):
+            raise
+        raise PresetError(f"{path}: {error}") from None
 
 
 def _check_folder(preset):
@@ -263,7 +342,7 @@ def load_preprocessor(preset):
             f"{preset} is not a preset directory with tokenizers: no {' and no '.join(missing)}; "
             "write one with Seq2SeqTranslator.save_to_preset(DIR) or `keras-tf train --out DIR`"
         )
-    config = TransformerConfig.from_dict(read_json(config_path))
+    config = _read_config(preset)
     preprocessor, text_unavailable = read_tokenizers(
         folder, config.max_source_length, config.max_target_length
     )
