@@ -34,12 +34,15 @@ import pytest  # noqa: E402
 
 
 def pytest_configure(config):
-    # keras_tf first, before any test module: TensorFlow's C++ start-up lines
-    # kept off stderr. Not in the xdist controller, which runs no test: its
+    # Before any test module imports Keras: TensorFlow's C++ start-up lines
+    # kept off the test processes' stderr (`import keras_tf` alone leaves a
+    # process as it is). Not in the xdist controller, which runs no test: its
     # TensorFlow start (about 8 s) would only delay the workers' start.
     if getattr(config.option, "numprocesses", None) and not hasattr(config, "workerinput"):
         return
-    import keras_tf  # noqa: F401
+    import keras_tf
+
+    keras_tf.quiet_tensorflow()
 
 
 @pytest.fixture(autouse=True)
