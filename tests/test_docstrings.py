@@ -28,6 +28,7 @@ MODULES = [
     "keras_tf.decoding.stages",
     "keras_tf.tensorflow_import",
     "keras_tf.option_error",
+    "keras_tf.plots",
 ]
 
 

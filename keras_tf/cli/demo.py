@@ -150,6 +150,8 @@ def run(args):
     seconds["data"] = time.perf_counter() - began
 
     began = _stage(f"Training {PRESET}, {settings.epochs} epochs (model.fit, XLA)")
+    print("Compiling the train and test steps with XLA first: the first epoch's line "
+          "comes after a minute or so.", flush=True)
     train_preset_dir(
         model_dir,
         corpus.train,
@@ -165,7 +167,7 @@ def run(args):
     seconds["train"] = time.perf_counter() - began
 
     began = _stage(f"Evaluating on the {len(corpus.test)} test pairs (beam {settings.beam_size})")
-    trained = load_model_dir(model_dir)  # the best epoch on the validation loss
+    trained = load_model_dir(model_dir)  # the kept epoch: the best on the validation BLEU
     translator = make_translator(trained.model, trained.tokenizers, settings.beam_size)
     hypotheses = translate_in_batches(translator, corpus.test.sources, 32, progress=True)
     bleu, chrf = score(hypotheses, corpus.test.targets)
