@@ -13,6 +13,7 @@ from keras_tf.models.config import (
 from keras_tf.models.seq2seq_backbone import Seq2SeqBackbone
 from keras_tf.models.seq2seq_transformer import Seq2SeqTransformer
 from keras_tf.models.seq2seq_translator import Seq2SeqTranslator
+from keras_tf.models.config import list_presets  # noqa: F401  (untrained architectures, described)
 
 __all__ = [
     "END_ID",
