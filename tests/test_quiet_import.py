@@ -168,3 +168,14 @@ def test_import_keras_tf_leaves_the_process_alone(tmp_path):
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.splitlines() == ["None", "[]", "[]", "True"], result.stdout
     assert result.stderr == ""
+
+
+def test_each_subpackage_imports_first_in_a_fresh_process():
+    # `import keras_tf` imports no subpackage, so a program's first keras_tf
+    # import may be any of them; each must find what it needs complete.
+    for name in ("decoding", "serving", "text"):
+        result = subprocess.run(
+            [sys.executable, "-c", f"import keras_tf.{name}"], capture_output=True, text=True,
+            timeout=120, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
+        )
+        assert result.returncode == 0, (name, result.stderr[-3000:])

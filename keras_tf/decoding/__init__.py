@@ -1,5 +1,11 @@
 """Autoregressive decoding: model-agnostic loops over a step function, and `generate`."""
 
+# keras_tf.models first (a floor below): its translator imports
+# keras_tf.decoding.config, which needs beam_search, which needs
+# keras_tf.models.config. In this order each finds what it imports complete,
+# whichever keras_tf package a program imports first.
+import keras_tf.models  # noqa: F401
+
 from keras_tf.decoding.beam_search import (
     beam_search,
     gnmt_length_penalty,
