@@ -2,7 +2,7 @@
 
 Made for a GPU host with only JAX and the keras and keras-hub wheels (no
 TensorFlow): copy the repository, bring the wheels it lacks
-(`benchmarks/gpu_wheels.sh`; DEVELOPERS.md gives the steps), and run
+(`benchmarks/gpu_wheels.sh`; CONTRIBUTING.md gives the steps), and run
 `python benchmarks/gpu_check.py` from the repository root (keras_tf is
 imported from the checkout). Under 4 minutes on an H200. In one run it
 prints:
