@@ -36,7 +36,8 @@ def add_arguments(parser):
         "--preset",
         default="transformer_small",
         metavar="NAME",
-        help="transformer_tiny, transformer_small (default), transformer_base or transformer_big",
+        help="the untrained architecture to train: transformer_tiny, transformer_small "
+        "(default), transformer_base or transformer_big (keras_tf.models.list_presets())",
     )
     parser.add_argument(
         "--dropout", metavar="P", type=float,

@@ -53,6 +53,9 @@ def stated_default(action):
         # The choice named last before the "(default)" mark.
         named = max(action.choices, key=lambda choice: action.help.rfind(choice, 0, marked))
         return True, named
+    if marked >= 0:
+        # "transformer_tiny, transformer_small (default), ...": the word before the mark.
+        return True, re.findall(r"[\w.-]+", action.help[:marked])[-1]
     return None
 
 
@@ -97,3 +100,11 @@ def test_a_wrong_stated_default_is_caught():
     assert stated_default(action) == (True, 32) and action.default != 32
     action = parser.add_argument("--preset", choices=("a", "b"), default="a", help="a, b (default)")
     assert stated_default(action) == (True, "b")
+    action = parser.add_argument("--size", default="small", help="tiny, small (default) or big")
+    assert stated_default(action) == (True, "small")
+
+
+def test_the_preset_option_names_its_default():
+    (action,) = [a for a in subparsers()["train"]._actions if a.dest == "preset"]
+    assert stated_default(action) == (True, action.default) == (True, "transformer_small")
+    assert "untrained" in action.help
