@@ -8,8 +8,10 @@ import ast
 import os
 import pathlib
 import re
+import shlex
 import subprocess
 import sys
+import textwrap
 
 import pytest
 
@@ -192,19 +194,12 @@ def relative(page):
 def shell_blocks(path):
     """The ```bash blocks of a Markdown file (indented ones too), in order."""
     text = path.read_text(encoding="utf-8")
-    return [textwrap_dedent(block) for block in re.findall(r"^ *```bash\n(.*?)^ *```", text, flags=re.S | re.M)]
-
-
-def textwrap_dedent(block):
-    import textwrap
-
-    return textwrap.dedent(block)
+    blocks = re.findall(r"^ *```bash\n(.*?)^ *```", text, flags=re.S | re.M)
+    return [textwrap.dedent(block) for block in blocks]
 
 
 def shell_commands(block):
     """Each command of a shell block as argv: continuations joined, comments dropped, split at | && ;."""
-    import shlex
-
     joined = re.sub(r"\\\n", " ", block)
     for line in joined.splitlines():
         words = shlex.split(line, comments=True)
