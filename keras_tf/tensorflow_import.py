@@ -180,8 +180,9 @@ class QuietFirstImport:
 def quiet_first_import(name="tensorflow"):
     """Drop TensorFlow's start-up lines from the first import of `name`, whenever it comes.
 
-    Returns the `QuietFirstImport` finder it installed, or None when `name` is
-    already imported or TF_CPP_MIN_LOG_LEVEL=0 asks for the lines.
+    Returns the `QuietFirstImport` finder it installed (or found installed),
+    or None when `name` is already imported or TF_CPP_MIN_LOG_LEVEL=0 asks
+    for the lines.
 
     Example:
         >>> quiet_first_import("tensorflow") is None  # imported already here
@@ -189,6 +190,9 @@ def quiet_first_import(name="tensorflow"):
     """
     if name in sys.modules or _wants_start_up_lines():
         return None
+    for finder in sys.meta_path:
+        if isinstance(finder, QuietFirstImport) and finder.name == name:
+            return finder  # installed already (a conftest, then quiet_tensorflow)
     finder = QuietFirstImport(name)
     sys.meta_path.insert(0, finder)
     return finder

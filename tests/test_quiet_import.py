@@ -179,3 +179,14 @@ def test_each_subpackage_imports_first_in_a_fresh_process():
             timeout=120, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
         )
         assert result.returncode == 0, (name, result.stderr[-3000:])
+
+
+def test_quiet_first_import_installs_one_finder_per_module(monkeypatch):
+    # tests/conftest.py installs it, then quiet_tensorflow() asks again.
+    monkeypatch.delenv("TF_CPP_MIN_LOG_LEVEL", raising=False)
+    finder = quiet_first_import("not_imported_here")
+    try:
+        assert quiet_first_import("not_imported_here") is finder
+        assert [f for f in sys.meta_path if isinstance(f, QuietFirstImport)] == [finder]
+    finally:
+        finder.remove()
