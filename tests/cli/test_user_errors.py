@@ -37,6 +37,8 @@ CASES = {
                               "is not a keras-tf model directory"),
     "no model directory": (["translate", "--model", "{tmp}/nowhere"],
                            "--model: no such directory"),
+    "a file for the model directory": (["translate", "--model", "{train}"],
+                                       "--model: not a directory"),
     "beam size out of range": (["evaluate", "--model", "{model}", "--test", "{test}",
                                 "--beam-size", "0"], "--beam-size: expected an integer >= 1"),
     "unwritable output": (["evaluate", "--model", "{model}", "--test", "{test}",
