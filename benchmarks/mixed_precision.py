@@ -14,7 +14,9 @@ Usage: python benchmarks/mixed_precision.py [--rounds 3] [--steps 5] [--no-jit]
 import argparse
 import sys
 
-import keras_tf  # noqa: E402,F401  (first: TensorFlow's C++ start-up lines kept off stderr)
+import keras_tf  # noqa: E402
+
+keras_tf.quiet_tensorflow()  # first: TensorFlow's C++ start-up lines kept off stderr
 import keras
 import tensorflow as tf
 

@@ -25,7 +25,9 @@ from backend_flag import add_backend_argument, set_backend_from_argv  # noqa: E4
 
 BACKEND = set_backend_from_argv()
 
-import keras_tf  # noqa: E402,F401  (first: TensorFlow's C++ start-up lines kept off stderr)
+import keras_tf  # noqa: E402
+
+keras_tf.quiet_tensorflow()  # first: TensorFlow's C++ start-up lines kept off stderr
 import keras  # noqa: E402
 import keras_hub  # noqa: E402
 import numpy as np  # noqa: E402

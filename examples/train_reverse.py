@@ -9,12 +9,13 @@ import argparse
 import os
 import time
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+import keras_tf
+
+keras_tf.quiet_tensorflow()  # before Keras: TensorFlow's start-up lines kept off stderr
 
 import keras  # noqa: E402
 
-import keras_tf  # noqa: E402,F401  (registers the layers for loading)
-from keras_tf.models import Seq2SeqTransformer, get_preset  # noqa: E402
+from keras_tf.models import Seq2SeqTransformer, get_preset  # noqa: E402  (registers the layers)
 from keras_tf.training import (  # noqa: E402
     MaskedSparseCategoricalCrossentropy,
     MaskedTokenAccuracy,

@@ -1,13 +1,30 @@
-"""keras_tf: the original encoder-decoder Transformer as Keras 3 layers."""
+"""keras_tf: the original encoder-decoder Transformer as Keras 3 layers.
 
-from keras_tf.tensorflow_import import import_quietly, quiet_first_import
+`import keras_tf` is light and leaves the process alone: it imports neither
+Keras nor TensorFlow and changes no setting. Each subpackage loads when it is
+first used (`keras_tf.models`, `from keras_tf.models import ...`); a keras_tf
+layer, model, loss or schedule is registered with Keras once its module is
+imported, so import it before `keras.saving.load_model` reads a file that
+holds one.
 
-import_quietly("keras")  # with TensorFlow's C++ start-up lines kept off stderr
-quiet_first_import("tensorflow")  # on JAX, for whoever imports it later: Keras's saving does
+`keras_tf.quiet_tensorflow()`, called first in a script, keeps TensorFlow's
+start-up lines off stderr; the `keras-tf` command line does it for itself.
+"""
 
-from keras_tf.version import __version__  # noqa: E402
-from keras_tf import layers  # noqa: E402
-from keras_tf import models  # noqa: E402
-from keras_tf import training  # noqa: E402; registers the loss and metric for load_model
+import importlib
 
-__all__ = ["__version__", "layers", "models", "training"]
+from keras_tf.tensorflow_import import quiet_tensorflow
+from keras_tf.version import __version__
+
+_SUBPACKAGES = (
+    "datasets", "decoding", "layers", "models", "serving", "text", "training", "translation",
+)
+
+__all__ = ["__version__", "quiet_tensorflow", *_SUBPACKAGES]
+
+
+def __getattr__(name):
+    # `keras_tf.models` without an import statement of its own, as before.
+    if name in _SUBPACKAGES:
+        return importlib.import_module(f"keras_tf.{name}")
+    raise AttributeError(f"module 'keras_tf' has no attribute {name!r}")

@@ -7,6 +7,7 @@ matplotlib comes with the `.[demo]` extra.
 """
 
 import csv
+import textwrap
 
 import numpy as np
 from matplotlib.figure import Figure
@@ -15,6 +16,7 @@ DPI = 100
 TRAINING_CURVE_SIZE = (10, 4)  # inches: 1000 x 400 pixels
 ATTENTION_SIZE = (9, 7)  # 900 x 700
 POSITIONAL_ENCODING_SIZE = (9, 5)  # 900 x 500
+TITLE_WIDTH = 80  # characters a line of the attention map's title holds at its 900 pixels
 
 
 def read_history(path):
@@ -34,15 +36,45 @@ def read_history(path):
     return {name: [float(row[name]) for row in rows] for name in rows[0]}
 
 
-def training_curve(history, path, *, title="Training curve"):
+def kept_epoch(history, keep_best=None):
+    """The 1-based epoch whose model training keeps, and how it was picked; `(None, None)` if none.
+
+    Args:
+        history: as for `training_curve`.
+        keep_best: `"bleu"` (the highest `val_bleu`) or `"loss"` (the lowest
+            `val_loss`). Defaults to None: BLEU where the history has it, as
+            `keras-tf train` does with a validation set, otherwise the loss.
+
+    Example:
+        >>> kept_epoch({"loss": [3, 2, 1], "val_loss": [2.0, 1.5, 1.6], "val_bleu": [1.0, 2.0, 4.0]})
+        (3.0, 'best validation BLEU')
+        >>> kept_epoch({"loss": [3, 2, 1], "val_loss": [2.0, 1.5, 1.6]})
+        (2.0, 'lowest validation loss')
+    """
+    epochs = np.asarray(history.get("epoch", range(len(history["loss"]))), dtype=float) + 1
+    if keep_best is None:
+        keep_best = "bleu" if history.get("val_bleu") else "loss"
+    if keep_best == "bleu" and history.get("val_bleu"):
+        return float(epochs[int(np.argmax(history["val_bleu"]))]), "best validation BLEU"
+    if keep_best == "loss" and history.get("val_loss"):
+        return float(epochs[int(np.argmin(history["val_loss"]))]), "lowest validation loss"
+    return None, None
+
+
+def training_curve(history, path, *, title="Training curve", keep_best=None):
     """Plot loss and masked token accuracy per epoch, training and validation, to a PNG.
+
+    A dashed line marks the epoch whose model training kept (`kept_epoch`).
 
     Args:
         history: `{name: [value per epoch]}`, as `read_history` or Keras's
             `History.history` gives: `loss`, `val_loss`, `masked_accuracy`,
-            `val_masked_accuracy`; an `epoch` list (0-based) is optional.
+            `val_masked_accuracy`, and `val_bleu` where training scored it;
+            an `epoch` list (0-based) is optional.
         path: the PNG to write.
         title: the figure title.
+        keep_best: what picked the kept model, `"bleu"` or `"loss"`.
+            Defaults to None: BLEU where the history has it, else the loss.
 
     Returns:
         `path`.
@@ -52,9 +84,7 @@ def training_curve(history, path, *, title="Training curve"):
     figure = Figure(figsize=TRAINING_CURVE_SIZE, dpi=DPI, layout="constrained")
     loss_axes, accuracy_axes = figure.subplots(1, 2)
     # The epoch whose model `train` keeps as model.keras.
-    best = None
-    if history.get("val_loss"):
-        best = epochs[int(np.argmin(history["val_loss"]))]
+    best, picked_by = kept_epoch(history, keep_best)
     panels = (
         (loss_axes, "loss", "loss (label-smoothed cross-entropy)"),
         (accuracy_axes, "masked_accuracy", "masked token accuracy"),
@@ -65,7 +95,7 @@ def training_curve(history, path, *, title="Training curve"):
                 axes.plot(epochs, history[key], marker="o", markersize=3, label=split)
         if best is not None:
             axes.axvline(best, color="grey", linestyle="--", linewidth=1,
-                         label=f"lowest validation loss (epoch {best:g})")
+                         label=f"kept model: {picked_by} (epoch {best:g})")
         axes.set_xlabel("epoch")
         axes.set_ylabel(label)
         axes.grid(alpha=0.3)
@@ -74,6 +104,20 @@ def training_curve(history, path, *, title="Training curve"):
     figure.suptitle(title)
     figure.savefig(path, dpi=DPI)
     return path
+
+
+def wrap_title(title, width):
+    """`title` with each of its lines wrapped at `width` characters.
+
+    Example:
+        >>> print(wrap_title("layer 1\\n'Save the notebook before closing' -> 'Enregistrer'", 30))
+        layer 1
+        'Save the notebook before
+        closing' -> 'Enregistrer'
+    """
+    return "\n".join(
+        textwrap.fill(line, width, break_long_words=True) or line for line in title.split("\n")
+    )
 
 
 def attention_heatmap(weights, source_tokens, target_tokens, path, *, title):
@@ -107,7 +151,8 @@ def attention_heatmap(weights, source_tokens, target_tokens, path, *, title):
     axes.set_xlabel("source tokens")
     axes.set_ylabel("generated tokens")
     figure.colorbar(image, ax=axes, label="attention weight")
-    axes.set_title(title)
+    # A long sentence's title wraps instead of running past the figure's edges.
+    axes.set_title(wrap_title(title, TITLE_WIDTH))
     figure.savefig(path, dpi=DPI)
     return path
 

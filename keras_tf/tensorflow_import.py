@@ -45,10 +45,15 @@ def require_tensorflow(feature):
 # `import tensorflow` loads its libraries, before TF_CPP_MIN_LOG_LEVEL is read.
 # On a machine with a CUDA library and no GPU, the first look at the devices
 # adds an ERROR line that only says so ("cuda_platform.cc:52] failed call to
-# cuInit: ..."); `import_quietly` looks at them while it listens.
+# cuInit: ..."); `import_quietly` looks at them while it listens. Running a
+# reloaded SavedModel adds an ERROR line that only says TensorFlow falls back
+# to its own int64 kernels ("util.cc:131] oneDNN supports DT_INT64 only on
+# platforms with AVX-512...", printed on CPUs that have AVX-512 too): the
+# command line drops it around such a run (`tensorflow_notices_dropped`).
 _START_UP_LINE = re.compile(
     r"^([IW]\d{4} \d\d:\d\d:\d+\.\d+ +\d+ [\w.]+:\d+\] |"
     r"E\d{4} \d\d:\d\d:\d+\.\d+ +\d+ cuda_platform\.cc:\d+\] failed call to cuInit: |"
+    r"E\d{4} \d\d:\d\d:\d+\.\d+ +\d+ util\.cc:\d+\] oneDNN supports DT_INT64 only |"
     r"WARNING: All log messages before absl::InitializeLog\(\) is called are written to STDERR$|"
     r"To enable the following instructions: )"
 )
@@ -63,6 +68,8 @@ def is_start_up_line(line):
     Example:
         >>> is_start_up_line("I0000 00:00:1796224041.141565   13619 port.cc:153] oneDNN custom ...")
         True
+        >>> is_start_up_line("E0000 00:00:1796536875.257292 3114 util.cc:131] oneDNN supports DT_INT64 only ...")
+        True
         >>> is_start_up_line("Traceback (most recent call last):")
         False
     """
@@ -70,8 +77,13 @@ def is_start_up_line(line):
 
 
 @contextlib.contextmanager
-def _start_up_lines_dropped():
-    """Listen to file descriptor 2; afterwards write back all but TensorFlow's start-up lines."""
+def tensorflow_notices_dropped():
+    """Listen to file descriptor 2; afterwards write back all but TensorFlow's start-up lines.
+
+    For the top of a program (a command, a script's main): what the block
+    writes to stderr comes out after it, without the lines that
+    `is_start_up_line` matches.
+    """
     sys.stderr.flush()
     with tempfile.TemporaryFile() as captured:
         stderr_fd = os.dup(2)
@@ -108,7 +120,7 @@ def import_quietly(name):
         return sys.modules[name]
     if _wants_start_up_lines():
         return importlib.import_module(name)
-    with _start_up_lines_dropped():
+    with tensorflow_notices_dropped():
         module = importlib.import_module(name)
         if "tensorflow" in sys.modules:
             # Lists the devices (CUDA's start-up) without creating them, so a
@@ -131,7 +143,7 @@ class _QuietLoader:
         # at the devices: an import made for Keras's type check on JAX should
         # not start CUDA in TensorFlow beside JAX's.
         module.__spec__.loader = module.__loader__ = self.loader
-        with _start_up_lines_dropped():
+        with tensorflow_notices_dropped():
             self.loader.exec_module(module)
 
     def __getattr__(self, attribute):
@@ -168,8 +180,9 @@ class QuietFirstImport:
 def quiet_first_import(name="tensorflow"):
     """Drop TensorFlow's start-up lines from the first import of `name`, whenever it comes.
 
-    Returns the `QuietFirstImport` finder it installed, or None when `name` is
-    already imported or TF_CPP_MIN_LOG_LEVEL=0 asks for the lines.
+    Returns the `QuietFirstImport` finder it installed (or found installed),
+    or None when `name` is already imported or TF_CPP_MIN_LOG_LEVEL=0 asks
+    for the lines.
 
     Example:
         >>> quiet_first_import("tensorflow") is None  # imported already here
@@ -177,6 +190,31 @@ def quiet_first_import(name="tensorflow"):
     """
     if name in sys.modules or _wants_start_up_lines():
         return None
+    for finder in sys.meta_path:
+        if isinstance(finder, QuietFirstImport) and finder.name == name:
+            return finder  # installed already (a conftest, then quiet_tensorflow)
     finder = QuietFirstImport(name)
     sys.meta_path.insert(0, finder)
     return finder
+
+
+def quiet_tensorflow():
+    """Keep TensorFlow's C++ start-up lines off stderr in this process; return `keras`.
+
+    Call it first in a script, before `import keras` or `import tensorflow`:
+    it imports Keras (and TensorFlow, on its backend) with those lines
+    dropped, and on another backend drops them from TensorFlow's first
+    import, whenever that comes. It also sets TF_CPP_MIN_LOG_LEVEL to 1 (no
+    INFO lines) unless it is set; TF_CPP_MIN_LOG_LEVEL=0 shows everything.
+    Python warnings and real errors still reach stderr. `import keras_tf`
+    alone does none of this; the `keras-tf` command calls it.
+
+    Example:
+        >>> import keras_tf
+        >>> keras = keras_tf.quiet_tensorflow()
+        >>> keras.__name__
+        'keras'
+    """
+    keras = import_quietly("keras")
+    quiet_first_import("tensorflow")
+    return keras

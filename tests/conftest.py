@@ -32,14 +32,25 @@ if os.environ.get("PYTEST_XDIST_WORKER") and "--tf_xla_persistent_cache" not in 
 
 import pytest  # noqa: E402
 
+from keras_tf.tensorflow_import import quiet_first_import  # noqa: E402
+
+# The test processes are ours to configure (`import keras_tf` alone leaves a
+# process as it is): TensorFlow's C++ start-up lines stay off their stderr.
+# First, at no cost, for TensorFlow's first import whenever it comes: pytest
+# loads the conftests below tests/ that it is given (`-n 2 tests/cli`) before
+# pytest_configure, in the xdist controller too, and they import Keras.
+quiet_first_import("tensorflow")
+
 
 def pytest_configure(config):
-    # keras_tf first, before any test module: TensorFlow's C++ start-up lines
-    # kept off stderr. Not in the xdist controller, which runs no test: its
-    # TensorFlow start (about 8 s) would only delay the workers' start.
+    # Then Keras itself, quietly, before any test module imports it. Not in
+    # the xdist controller, which runs no test: its TensorFlow start (about
+    # 8 s) would only delay the workers' start.
     if getattr(config.option, "numprocesses", None) and not hasattr(config, "workerinput"):
         return
-    import keras_tf  # noqa: F401
+    import keras_tf
+
+    keras_tf.quiet_tensorflow()
 
 
 @pytest.fixture(autouse=True)

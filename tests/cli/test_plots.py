@@ -67,3 +67,26 @@ def test_training_curve(tmp_path):
     assert history["val_loss"] == [3.9, 3.2, 2.9]
     path = plots.training_curve(history, str(tmp_path / "curve.png"))
     assert _read_png(path).shape[:2] == _pixels(plots.TRAINING_CURVE_SIZE)
+
+
+def test_the_training_curve_marks_the_kept_epoch():
+    # keras-tf train keeps the best validation BLEU when it has a validation
+    # set; the dashed line must mark that epoch, not the lowest loss's.
+    history = {"loss": [4.0, 3.0, 2.5, 2.0], "val_loss": [3.9, 3.2, 3.3, 3.4],
+               "val_bleu": [1.0, 5.0, 7.5, 7.0]}
+    assert plots.kept_epoch(history) == (3.0, "best validation BLEU")
+    assert plots.kept_epoch(history, keep_best="loss") == (2.0, "lowest validation loss")
+    del history["val_bleu"]
+    assert plots.kept_epoch(history) == (2.0, "lowest validation loss")
+    assert plots.kept_epoch({"loss": [1.0]}) == (None, None)
+
+
+def test_a_long_attention_title_wraps_within_the_figure(tmp_path):
+    source = "These changes will be reverted. Only commit if you are sure you are okay losing these changes."
+    title = f"layer 2 of 2, mean of 4 heads\n{source!r} -> {source!r}"
+    wrapped = plots.wrap_title(title, plots.TITLE_WIDTH)
+    assert wrapped.split() == title.split()  # the same words, only new line breaks
+    assert max(map(len, wrapped.splitlines())) <= plots.TITLE_WIDTH
+    path = plots.attention_heatmap(np.full((3, 2), 0.5), ["a", "b"], ["x", "y", "z"],
+                                   str(tmp_path / "long.png"), title=title)
+    assert _read_png(path).shape[:2] == _pixels(plots.ATTENTION_SIZE)

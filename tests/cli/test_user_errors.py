@@ -37,6 +37,8 @@ CASES = {
                               "is not a keras-tf model directory"),
     "no model directory": (["translate", "--model", "{tmp}/nowhere"],
                            "--model: no such directory"),
+    "a file for the model directory": (["translate", "--model", "{train}"],
+                                       "--model: not a directory"),
     "beam size out of range": (["evaluate", "--model", "{model}", "--test", "{test}",
                                 "--beam-size", "0"], "--beam-size: expected an integer >= 1"),
     "unwritable output": (["evaluate", "--model", "{model}", "--test", "{test}",
@@ -109,12 +111,19 @@ def test_user_error_is_one_line(case, paths, capsys):
     assert not os.path.exists(os.path.join(paths["tmp"], "run"))
 
 
-def test_missing_demo_extra_is_one_line(paths, capsys, monkeypatch):
+def test_missing_optional_module_is_one_line_naming_its_install(paths, capsys, monkeypatch):
     monkeypatch.setitem(sys.modules, "sacrebleu", None)  # as if not installed
     assert main(["evaluate", "--model", paths["model"], "--test", paths["test"]]) == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1
-    assert err.startswith("keras-tf evaluate: error: ") and "pip install -e '.[demo]'" in err
+    # sacreBLEU is part of the core install; the demo's drawing is the demo extra's.
+    assert err.startswith("keras-tf evaluate: error: ") and "pip install -e '.'" in err
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    monkeypatch.setitem(sys.modules, "matplotlib.pyplot", None)
+    out = os.path.join(paths["tmp"], "pe.png")
+    assert main(["plot-encoding", "--out", out]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "pip install -e '.[demo]'" in err, err
 
 
 def test_user_error_in_a_real_process(tmp_path):

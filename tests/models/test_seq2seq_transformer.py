@@ -75,7 +75,7 @@ def test_save_and_load_in_a_fresh_process_gives_identical_logits(tmp_path):
     script = textwrap.dedent(
         f"""
         import numpy as np, keras
-        import keras_tf  # registers the layers
+        import keras_tf.models  # registers the layers
         model = keras.models.load_model({str(path)!r})  # safe_mode left on
         inputs = dict(np.load({str(tmp_path / 'inputs.npz')!r}))
         got = keras.ops.convert_to_numpy(model(inputs))

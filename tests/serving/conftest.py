@@ -13,7 +13,7 @@ import os
 import subprocess
 import sys
 
-import keras_tf  # noqa: F401  (first: TensorFlow's C++ start-up lines kept off stderr)
+import keras_tf  # noqa: F401  (tests/conftest.py keeps TensorFlow's start-up lines off stderr)
 import keras
 import numpy as np
 import pytest

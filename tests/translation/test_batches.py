@@ -72,6 +72,9 @@ def test_a_log_file_gets_one_plain_line_and_no_escape_codes(monkeypatch):
     monkeypatch.setattr("sys.stderr", log)
     translate_in_batches(Upper(), TEXTS, 2, progress=True)
     assert log.getvalue() == "Translated 5 sentences in 3 batches\n"
+    log.truncate(0), log.seek(0)
+    translate_in_batches(Upper(), TEXTS[:2], 4, progress=True)
+    assert log.getvalue() == "Translated 2 sentences in 1 batch\n"
 
 
 def test_a_terminal_gets_the_progress_bar(monkeypatch, capsys):

@@ -1,0 +1,44 @@
+"""`keras-tf` answers `--version` and `--help` at once, and its commands print no TensorFlow start-up lines."""
+
+import os
+import subprocess
+import sys
+
+from tests.cli.conftest import keras_tf_command
+
+WITHOUT_TENSORFLOW = """
+import contextlib, io, sys
+from keras_tf.cli.main import main
+for argv in (["--version"], ["--help"], ["train", "--help"], ["demo", "--help"]):
+    printed = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(printed):
+            main(argv)
+    except SystemExit as exit:
+        assert exit.code == 0, (argv, exit.code)
+    assert printed.getvalue().strip(), argv
+print(sorted(name for name in ("keras", "tensorflow") if name in sys.modules))
+"""
+
+
+def test_version_and_help_do_not_import_tensorflow():
+    result = subprocess.run(
+        [sys.executable, "-c", WITHOUT_TENSORFLOW], capture_output=True, text=True, timeout=120,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.strip() == "[]", result.stdout
+
+
+def test_a_command_prints_no_tensorflow_start_up_lines_and_no_warnings(tmp_path):
+    # As a user runs it: TF_CPP_MIN_LOG_LEVEL unset, Python's warnings shown.
+    # plot-encoding imports TensorFlow, Keras and matplotlib and runs an op.
+    env = {key: value for key, value in os.environ.items() if key != "TF_CPP_MIN_LOG_LEVEL"}
+    env["PYTHONWARNINGS"] = "default"
+    out = tmp_path / "pe.png"
+    result = subprocess.run(
+        [*keras_tf_command(), "plot-encoding", "--out", str(out)],
+        capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stderr == ""
+    assert result.stdout.strip() == str(out) and out.is_file()
