@@ -18,6 +18,7 @@ FLOORS = {
     "frozen_config": 0,
     "buckets": 0,
     "atomic_files": 0,
+    "preset_checks": 0,
     "option_error": 0,
     "tensorflow_import": 0,
     "version": 0,
