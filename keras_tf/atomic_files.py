@@ -28,8 +28,9 @@ def write_atomically(path, write):
     Example:
         >>> import tempfile
         >>> path = os.path.join(tempfile.mkdtemp(), "a.txt")
-        >>> write_atomically(path, lambda p: open(p, "w").write("hi"))
-        >>> open(path).read()
+        >>> import pathlib
+        >>> write_atomically(path, lambda p: pathlib.Path(p).write_text("hi"))
+        >>> pathlib.Path(path).read_text()
         'hi'
     """
     temporary = _temporary_name(path)

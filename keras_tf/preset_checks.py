@@ -39,9 +39,9 @@ def read_json_object(path, max_bytes=MAX_JSON_BYTES):
     """The JSON object (a dict) in `path`: a `PresetError` for anything else.
 
     Example:
-        >>> import tempfile
+        >>> import pathlib, tempfile
         >>> path = os.path.join(tempfile.mkdtemp(), "config.json")
-        >>> _ = open(path, "w").write("[1, 2]")
+        >>> _ = pathlib.Path(path).write_text("[1, 2]")
         >>> read_json_object(path)
         Traceback (most recent call last):
         ...

@@ -1,5 +1,6 @@
 """`keras-tf average` and `keras-tf train --init-from` on model directories."""
 
+import pathlib
 import csv
 import os
 
@@ -39,8 +40,8 @@ def test_average_then_fine_tune(trained_run, tmp_path, corpus, capsys):
     preset_files = {"config.json", "model.keras", "tokenizers", "decoding.json", "metadata.json"}
     assert preset_files <= set(os.listdir(run)) and preset_files <= set(os.listdir(averaged))
     assert presets.load_decoding(run) == DecodingConfig()
-    assert (open(os.path.join(averaged, "decoding.json"), "rb").read()
-            == open(os.path.join(run, "decoding.json"), "rb").read())
+    assert (pathlib.Path(os.path.join(averaged, "decoding.json")).read_bytes()
+            == pathlib.Path(os.path.join(run, "decoding.json")).read_bytes())
     # A model that decodes its own way (an imported OPUS-MT model, say) keeps it when fine-tuned.
     own_way = DecodingConfig(method="beam", beam_size=3, length_penalty=1.0,
                              length_penalty_style="power", max_length=20)
@@ -62,11 +63,11 @@ def test_average_then_fine_tune(trained_run, tmp_path, corpus, capsys):
                  "--init-from", averaged, "--batch-size", "16", "--keep-best", "loss"]) == 0
     err = capsys.readouterr().err
     assert f"Fine-tuning {averaged}/model.keras: its sentencepiece tokenizers" in err
-    assert (open(os.path.join(tuned, "tokenizers", "shared.spm"), "rb").read()
-            == open(os.path.join(run, "tokenizers", "shared.spm"), "rb").read())
+    assert (pathlib.Path(os.path.join(tuned, "tokenizers", "shared.spm")).read_bytes()
+            == pathlib.Path(os.path.join(run, "tokenizers", "shared.spm")).read_bytes())
     assert preset_files <= set(os.listdir(tuned))
-    assert (open(os.path.join(tuned, "decoding.json"), "rb").read()
-            == open(os.path.join(averaged, "decoding.json"), "rb").read())
+    assert (pathlib.Path(os.path.join(tuned, "decoding.json")).read_bytes()
+            == pathlib.Path(os.path.join(averaged, "decoding.json")).read_bytes())
     assert Seq2SeqTranslator.from_preset(tuned).decoding == own_way
     with open(os.path.join(tuned, "history.csv")) as file:
         losses = [float(row["loss"]) for row in csv.DictReader(file)]

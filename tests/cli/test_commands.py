@@ -5,6 +5,7 @@ BLEU-driven, the default with --valid: the validation BLEU and chrF it logs
 each epoch are `keras-tf evaluate`'s on the kept model.
 """
 
+import pathlib
 import csv
 import io
 import json
@@ -55,8 +56,8 @@ def test_train_then_evaluate_translate_export(trained_run, tmp_path, corpus, cap
     assert re.fullmatch(r"BLEU = \d+\.\d\d [\d./]+ \(BP = [\d.]+ ratio = [\d.]+ "
                         r"hyp_len = \d+ ref_len = \d+\)", lines[0]), lines[0]
     assert re.fullmatch(r"chrF2 = \d+\.\d\d", lines[1]), lines[1]
-    test_lines = open(corpus["test"], encoding="utf-8").read().splitlines()
-    assert len(open(hypotheses, encoding="utf-8").read().splitlines()) == len(test_lines)
+    test_lines = pathlib.Path(corpus["test"]).read_text(encoding="utf-8").splitlines()
+    assert len(pathlib.Path(hypotheses).read_text(encoding="utf-8").splitlines()) == len(test_lines)
 
     # translate: one line out per line in, empty lines included, across batches.
     sources = ["red cat", "", "open the file", "two dogs", "  ", "save"]

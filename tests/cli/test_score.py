@@ -1,5 +1,6 @@
 """`keras-tf score`: the teacher-forced log-probability of each pair is the training loss's."""
 
+import pathlib
 import numpy as np
 import tensorflow as tf
 
@@ -13,7 +14,7 @@ def test_score_is_minus_the_summed_cross_entropy(untrained_model_dir, corpus, ca
     assert main(["score", "--model", untrained_model_dir, "--pairs", corpus["test"],
                  "--batch-size", "8"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    test_lines = open(corpus["test"], encoding="utf-8").read().splitlines()
+    test_lines = pathlib.Path(corpus["test"]).read_text(encoding="utf-8").splitlines()
     assert len(lines) == len(test_lines) == 20
     trained = load_model_dir(untrained_model_dir)
     loss = MaskedSparseCategoricalCrossentropy(label_smoothing=0.0)

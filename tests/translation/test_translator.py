@@ -1,5 +1,6 @@
 """Seq2SeqTranslator: fit on strings, generate strings and ids, score, presets, four paths, errors."""
 
+import pathlib
 import json
 import os
 import shutil
@@ -502,7 +503,7 @@ def test_bad_presets_get_one_clear_error(trained, tmp_path):
     metadata = tmp_path / "future"
     metadata.mkdir()
     for name in ("config.json", "model.keras"):
-        (metadata / name).write_bytes(open(os.path.join(trained["directory"], name), "rb").read())
+        (metadata / name).write_bytes(pathlib.Path(os.path.join(trained["directory"], name)).read_bytes())
     (metadata / "metadata.json").write_text(json.dumps({"format_version": 99}))
     with pytest.raises(ValueError, match="expected format_version=1; received format_version=99"):
         Seq2SeqTranslator.from_preset(str(metadata))
