@@ -1,5 +1,9 @@
 """The encoder-decoder stack without its output head: `Seq2SeqBackbone`."""
 
+import json
+import os
+import warnings
+
 import keras
 from keras import ops
 
@@ -125,26 +129,28 @@ class Seq2SeqBackbone(TokenMeanLossTracking, keras.Model):
 
     # --- LoRA fine-tuning ---
 
-    def enable_lora(self, rank, target_names=("query", "value")):
+    def enable_lora(self, rank, target_layer_names=("query", "value"), *, target_names=None):
         """Freeze every weight, then train rank-`rank` LoRA factors of the attention projections.
 
         As keras-hub's `Backbone.enable_lora`: each `keras.layers.Dense`
-        named in `target_names` (by default the query and value projections
-        of every self- and cross-attention) gets the factors A `[d_in, rank]`
-        and B `[rank, d_out]` of `keras.layers.Dense.enable_lora`; its
-        kernel reads W + (alpha / rank) A B. B starts at zero, so the model
-        computes what it did until it trains. Call it before `compile`.
+        named in `target_layer_names` (by default the query and value
+        projections of every self- and cross-attention) gets the factors A
+        `[d_in, rank]` and B `[rank, d_out]` of `keras.layers.Dense.enable_lora`;
+        its kernel reads W + (alpha / rank) A B. B starts at zero, so the
+        model computes what it did until it trains. Call it before `compile`.
         Every save (`.keras`, `save_to_preset`, the SavedModel export)
         writes the merged kernels: the file is the fine-tuned model, and
-        it loads without LoRA. Its optimizer state is the factors' alone:
-        load a compiled one with `keras.saving.load_model(path,
-        compile=False)` (or Keras says it skipped the optimizer's variables).
+        it loads without LoRA. `save_lora_weights` writes the factors alone.
+        Its optimizer state is the factors' alone: load a compiled one with
+        `keras.saving.load_model(path, compile=False)`.
 
         Args:
             rank: the factors' rank, a positive integer.
-            target_names: names of the Dense layers to adapt; the others
-                in a block are "key" and "attention_output" (attention), and
-                "inner_dense" and "output_dense" (feed-forward).
+            target_layer_names: names of the Dense layers to adapt; the
+                others in a block are "key" and "attention_output"
+                (attention), and "inner_dense" and "output_dense" (feed-forward).
+            target_names: the first release's name of `target_layer_names`;
+                deprecated.
 
         Example:
             >>> from keras_tf.models import Seq2SeqBackbone, get_preset
@@ -153,6 +159,15 @@ class Seq2SeqBackbone(TokenMeanLossTracking, keras.Model):
             >>> len(backbone.trainable_weights)  # A and B of q and v in 2 + 2 + 2 attentions
             24
         """
+        if target_names is not None:
+            warnings.warn(
+                "enable_lora(target_names=...) is deprecated; use target_layer_names, as "
+                "keras-hub does (docs/migration.md)",
+                DeprecationWarning,
+                stacklevel=2,
+            )
+            target_layer_names = target_names
+        target_layer_names = tuple(target_layer_names)
         if isinstance(rank, bool) or not isinstance(rank, int) or rank < 1:
             raise ValueError(f"rank must be a positive integer; received rank={rank!r}")
         if getattr(self, "weight_quantization", None) is not None:
@@ -160,16 +175,16 @@ class Seq2SeqBackbone(TokenMeanLossTracking, keras.Model):
                 "enable_lora trains the model; a quantized model only decodes. Enable LoRA "
                 "on the float model, then quantize the fine-tuned one"
             )
-        dense = [layer for layer in self._flatten_layers(include_self=False)
-                 if isinstance(layer, keras.layers.Dense)]
+        dense = self._dense_layers()
         if any(layer.lora_enabled for layer in dense):
             raise ValueError("LoRA is already enabled on this model")
         names = sorted({layer.name for layer in dense})
-        targets = [layer for layer in dense if layer.name in target_names]
-        missing = sorted(set(target_names) - {layer.name for layer in targets})
+        targets = [layer for layer in dense if layer.name in target_layer_names]
+        missing = sorted(set(target_layer_names) - {layer.name for layer in targets})
         if missing or not targets:
             raise ValueError(
-                f"No Dense layer named {missing or list(target_names)}; this model's are {names}"
+                f"No Dense layer named {missing or list(target_layer_names)}; this model's "
+                f"are {names}"
             )
         for layer in self._flatten_layers(include_self=False):
             layer.trainable = False
@@ -178,9 +193,92 @@ class Seq2SeqBackbone(TokenMeanLossTracking, keras.Model):
             layer.enable_lora(rank)  # freezes the kernel
             if layer.bias is not None:
                 layer.bias.trainable = False  # A and B alone train
-        # Imported here: keras_tf.decoding imports this package.
         # Decoders compiled before read the kernels without the factors.
         self.compiled_decoders.clear()
+
+    def _dense_layers(self):
+        return [layer for layer in self._flatten_layers(include_self=False)
+                if isinstance(layer, keras.layers.Dense)]
+
+    @property
+    def lora(self):
+        """`{"rank", "target_layer_names"}` of the LoRA factors, or None without LoRA."""
+        adapted = [layer for layer in self._dense_layers() if layer.lora_enabled]
+        if not adapted:
+            return None
+        return {
+            "rank": int(adapted[0].lora_rank),
+            "target_layer_names": sorted({layer.name for layer in adapted}),
+        }
+
+    def _lora_variables(self):
+        """The LoRA factors by path, in layer order."""
+        return {
+            variable.path: variable
+            for layer in self._dense_layers() if layer.lora_enabled
+            for variable in (layer.lora_kernel_a, layer.lora_kernel_b)
+        }
+
+    def save_lora_weights(self, filepath):
+        """Write the LoRA factors alone (A and B of each adapted layer), as keras-hub's.
+
+        A few hundred KB where the model is tens of MB: ship adapters of
+        one base model for several domains, and `load_lora_weights` the one
+        you need. The file is HDF5 (`.lora.h5`), with the rank and the
+        adapted layers' names as attributes.
+
+        Example:
+            >>> import tempfile
+            >>> from keras_tf.models import Seq2SeqBackbone, get_preset
+            >>> backbone = Seq2SeqBackbone(get_preset("transformer_tiny"))
+            >>> backbone.enable_lora(2)
+            >>> backbone.save_lora_weights(tempfile.mkdtemp() + "/domain.lora.h5")
+        """
+        import h5py
+
+        lora = self.lora
+        if lora is None:
+            raise ValueError("This model has no LoRA factors; call enable_lora(rank) first")
+        filepath = os.fspath(filepath)
+        if not filepath.endswith(".lora.h5"):
+            raise ValueError(f"The file name must end in .lora.h5; received {filepath!r}")
+        with h5py.File(filepath, "w") as file:
+            file.attrs["rank"] = lora["rank"]
+            file.attrs["target_layer_names"] = json.dumps(lora["target_layer_names"])
+            for path, variable in self._lora_variables().items():
+                file.create_dataset(path, data=keras.ops.convert_to_numpy(variable))
+
+    def load_lora_weights(self, filepath):
+        """Read factors `save_lora_weights` wrote; enable LoRA of their rank first if needed.
+
+        The base weights are this model's: load the factors into the model
+        they were trained on (or one with the same weights) to get its outputs.
+        """
+        import h5py
+
+        with h5py.File(os.fspath(filepath), "r") as file:
+            rank = int(file.attrs["rank"])
+            targets = json.loads(file.attrs["target_layer_names"])
+            values = {}
+            file.visititems(
+                lambda name, item: values.__setitem__(name, item[()])
+                if isinstance(item, h5py.Dataset) else None
+            )
+        if self.lora is None:
+            self.enable_lora(rank, targets)
+        elif self.lora != {"rank": rank, "target_layer_names": sorted(targets)}:
+            raise ValueError(
+                f"{filepath} holds LoRA factors of rank {rank} for {sorted(targets)}; this "
+                f"model's are {self.lora}"
+            )
+        variables = self._lora_variables()
+        if sorted(values) != sorted(variables):
+            raise ValueError(
+                f"{filepath} holds factors for {len(values)} variables; this model has "
+                f"{len(variables)} (another architecture?)"
+            )
+        for path, variable in variables.items():
+            variable.assign(values[path])
 
     # --- the forward pass, written once ---
 

@@ -383,18 +383,29 @@ def write_decoding(directory, decoding):
     write_json(os.path.join(directory, DECODING_FILE), decoding.to_dict())
 
 
-def write_metadata(directory):
-    """Write `metadata.json`: the format and the versions that wrote it."""
-    write_json(
-        os.path.join(directory, METADATA_FILE),
-        {
-            "format": PRESET_FORMAT,
-            "format_version": PRESET_FORMAT_VERSION,
-            "keras_tf_version": __version__,
-            "keras_version": keras.__version__,
-            "backend": keras.backend.backend(),
-        },
-    )
+def write_metadata(directory, lora=None):
+    """Write `metadata.json`: the format, the versions that wrote it, and any merged LoRA.
+
+    Args:
+        lora: `backbone.lora` of a model trained with LoRA factors (their
+            rank and layers), which `model.keras` holds merged into its kernels.
+    """
+    metadata = {
+        "format": PRESET_FORMAT,
+        "format_version": PRESET_FORMAT_VERSION,
+        "keras_tf_version": __version__,
+        "keras_version": keras.__version__,
+        "backend": keras.backend.backend(),
+    }
+    if lora is not None:
+        metadata["lora_merged"] = lora
+    write_json(os.path.join(directory, METADATA_FILE), metadata)
+
+
+def read_metadata(directory):
+    """The `metadata.json` of a preset directory as a dict, or {} without one."""
+    path = os.path.join(directory, METADATA_FILE)
+    return read_json_object(path) if os.path.isfile(path) else {}
 
 
 def save_preset(directory, backbone, tokenizers=None, decoding=None):
@@ -409,7 +420,7 @@ def save_preset(directory, backbone, tokenizers=None, decoding=None):
     if tokenizers is not None:
         write_tokenizers(directory, tokenizers)
     write_decoding(directory, decoding if decoding is not None else DecodingConfig())
-    write_metadata(directory)
+    write_metadata(directory, backbone.lora)
 
 
 def copy_text_files(source, directory):

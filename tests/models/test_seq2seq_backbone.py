@@ -102,4 +102,58 @@ def test_lora_trains_the_factors_alone_and_saves_merged_kernels(tmp_path):
         fresh.enable_lora(0)
     with pytest.raises(ValueError, match=r"No Dense layer named \['keys'\]; this model's are "
                                          r"\['attention_output', 'inner_dense', 'key', "):
-        fresh.enable_lora(4, target_names=("query", "keys"))
+        fresh.enable_lora(4, target_layer_names=("query", "keys"))
+    with pytest.warns(DeprecationWarning, match="use target_layer_names"):
+        fresh.enable_lora(2, target_names=("query",))
+    assert fresh.lora == {"rank": 2, "target_layer_names": ["query"]}
+
+
+def test_lora_factors_save_and_load_alone(tmp_path):
+    """`save_lora_weights` writes the factors alone; loaded on the base model, the same logits."""
+    import h5py
+
+    keras.utils.set_random_seed(5)
+    config = get_preset("transformer_tiny", num_encoder_layers=1, num_decoder_layers=1,
+                        tie_embeddings=False)
+    base = Seq2SeqTransformer(config)
+    base_weights = base.get_weights()
+    base.enable_lora(3, target_layer_names=("query", "value", "inner_dense"))
+    rng = np.random.default_rng(0)
+    for variable in base._lora_variables().values():  # as if trained
+        variable.assign(rng.normal(0, 0.2, variable.shape).astype("float32"))
+    tuned = to_numpy(base(BATCH))
+    path = tmp_path / "domain.lora.h5"
+    base.save_lora_weights(path)
+
+    with h5py.File(path, "r") as file:
+        names = []
+        file.visititems(lambda name, item: names.append(name)
+                        if isinstance(item, h5py.Dataset) else None)
+        assert file.attrs["rank"] == 3
+    # Only the factors: A and B of 3 attentions' query and value and 2 feed-forwards.
+    assert len(names) == 2 * (3 * 2 + 2)
+    assert all(name.rsplit("/", 1)[-1] in ("lora_kernel_a", "lora_kernel_b") for name in names)
+    assert path.stat().st_size < 0.5 * sum(w.nbytes for w in base_weights)
+
+    fresh = Seq2SeqTransformer(config)
+    fresh.set_weights(base_weights)
+    assert np.abs(to_numpy(fresh(BATCH)) - tuned).max() > 1e-3
+    fresh.load_lora_weights(path)
+    assert fresh.lora == {"rank": 3, "target_layer_names": ["inner_dense", "query", "value"]}
+    np.testing.assert_array_equal(to_numpy(fresh(BATCH)), tuned)
+
+    other = Seq2SeqTransformer(config)
+    other.enable_lora(2)
+    with pytest.raises(ValueError, match="holds LoRA factors of rank 3"):
+        other.load_lora_weights(path)
+    with pytest.raises(ValueError, match="must end in .lora.h5"):
+        base.save_lora_weights(tmp_path / "domain.h5")
+
+    # A preset of a LoRA model holds the merged kernels and says so.
+    from keras_tf.translation import presets
+
+    presets.save_preset(tmp_path / "merged", base)
+    assert presets.read_metadata(tmp_path / "merged")["lora_merged"] == base.lora
+    merged = presets.load_backbone(tmp_path / "merged")
+    assert merged.lora is None
+    np.testing.assert_allclose(to_numpy(merged(BATCH)), tuned, atol=1e-5)
