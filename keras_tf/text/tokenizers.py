@@ -454,6 +454,65 @@ class Seq2SeqTokenizers(tf.Module):
         self.target_tokenizer = target_tokenizer
 
     @classmethod
+    def from_sentencepiece(cls, source_model, target_model=None):
+        """Tokenizers of SentencePiece models you already have: your team's `.model` files.
+
+        A SentencePiece model numbers its pieces its own way (`<unk>` 0,
+        `<s>` 1, `</s>` 2 by default, often no padding piece), while keras_tf
+        reserves ids 0-3 for PAD, UNK, START and END everywhere. So, as the
+        OPUS-MT import does for Marian's vocabularies, the pieces are mapped
+        to our ids: 0-3 reserved, then the model's normal and user-defined
+        pieces in its order; its unknown piece reads as UNK, and its control
+        pieces (`<s>`, `</s>`, `<pad>`) are left out, since framing adds
+        START and END. Text is segmented exactly as the model segments it.
+
+        Args:
+            source_model: path to (or bytes of) a SentencePiece model.
+            target_model: the target side's, or None: one model for both.
+
+        Returns:
+            A `Seq2SeqTokenizers` of kind "sentencepiece_vocabulary", which
+            saves, loads and exports like any other.
+
+        Example:
+            >>> import io, sentencepiece
+            >>> model = io.BytesIO()
+            >>> sentencepiece.SentencePieceTrainer.train(
+            ...     sentence_iterator=iter(["the cat sat on the mat"] * 30), model_writer=model,
+            ...     vocab_size=14, minloglevel=2)
+            >>> tokenizers = Seq2SeqTokenizers.from_sentencepiece(model.getvalue())
+            >>> tokenizers.source_vocabulary_size  # 4 reserved + 14 - <unk>, <s>, </s>
+            15
+            >>> tokenizers.detokenize_target(tokenizers.tokenize_target(["the mat"])).numpy()
+            array([b'the mat'], dtype=object)
+        """
+
+        def tokenizer(model):
+            if isinstance(model, (str, os.PathLike)):
+                with open(model, "rb") as file:
+                    model = file.read()
+            if not isinstance(model, bytes):
+                raise TypeError(
+                    f"Expected a SentencePiece model's path or bytes; received {type(model).__name__}"
+                )
+            proto = sentencepiece_model_pb2.ModelProto()
+            try:
+                proto.ParseFromString(model)
+            except DecodeError:
+                raise ValueError("Not a SentencePiece model: its bytes do not parse") from None
+            normal = (sentencepiece_model_pb2.ModelProto.SentencePiece.NORMAL,
+                      sentencepiece_model_pb2.ModelProto.SentencePiece.USER_DEFINED)
+            pieces = [p.piece for p in proto.pieces
+                      if p.type in normal and p.piece not in RESERVED_TOKENS]
+            if not pieces:
+                raise ValueError("The SentencePiece model holds no normal pieces")
+            return SentencePieceVocabularyTokenizer(model, list(RESERVED_TOKENS) + pieces)
+
+        if target_model is None:
+            return cls(tokenizer(source_model))
+        return cls(tokenizer(source_model), tokenizer(target_model))
+
+    @classmethod
     def train(
         cls,
         sources,
