@@ -43,6 +43,48 @@ def corpus_scores(hypotheses, references):
     )
 
 
+# `evaluate --metrics`: sacreBLEU's metric classes by name.
+METRICS = ("bleu", "chrf", "ter")
+# `evaluate --tokenize`: BLEU's tokenizers that need nothing beyond sacreBLEU
+# ("ja-mecab", "ko-mecab" and the "spm" family need extra packages or downloads).
+TOKENIZERS = ("13a", "intl", "zh", "char", "none")
+
+
+def corpus_metrics(hypotheses, references, metrics=("bleu", "chrf"), tokenize="13a"):
+    """sacreBLEU's corpus scores with their signatures, as MT papers report them.
+
+    Args:
+        hypotheses: list of `str`.
+        references: list of `str`, one per hypothesis.
+        metrics: names of `METRICS`, in the order to report.
+        tokenize: BLEU's tokenizer, one of `TOKENIZERS` ("zh" for Chinese
+            targets, "char" for Japanese without MeCab).
+
+    Returns:
+        A list of `(score, signature)`: the sacreBLEU score object (its
+        `str` is sacreBLEU's line, its `.score` the number) and the
+        signature string (`nrefs:1|case:mixed|eff:no|tok:13a|...`).
+
+    Example:
+        >>> [(round(s.score, 1), sig.split("|")[3]) for s, sig in corpus_metrics(
+        ...     ["le chat est noir"], ["le chat est noir"], ["bleu"], tokenize="intl")]
+        [(100.0, 'tok:intl')]
+    """
+    from sacrebleu.metrics import BLEU, CHRF, TER
+
+    unknown = [name for name in metrics if name not in METRICS]
+    if unknown or not metrics:
+        raise ValueError(f"metrics must be some of {METRICS}; received {list(metrics)}")
+    if tokenize not in TOKENIZERS:
+        raise ValueError(f"tokenize must be one of {TOKENIZERS}; received tokenize={tokenize!r}")
+    makers = {"bleu": lambda: BLEU(tokenize=tokenize), "chrf": CHRF, "ter": TER}
+    results = []
+    for name in metrics:
+        metric = makers[name]()
+        results.append((metric.corpus_score(hypotheses, [references]), str(metric.get_signature())))
+    return results
+
+
 class ValidationBleu(keras.callbacks.Callback):
     """Each epoch, greedy-decode the validation sources; log sacreBLEU BLEU and chrF.
 
