@@ -1,0 +1,85 @@
+"""The files a command writes for the user: checked first, written beside, renamed into place.
+
+    check_output(args.output, "--output", inputs={"--test": args.test})   # before any work
+    ...read the inputs, compute...
+    with replaced_at_end(args.output) as path:                             # at the end
+        write(path)
+
+`check_output` opens nothing: it refuses a folder, a missing parent folder, a
+folder this process cannot write to, and an output that is one of the
+inputs (the same file by any name). `replaced_at_end` yields a temporary
+name beside the output; the output is replaced by it only when the block
+ends without an exception, so a failed run leaves an existing file
+byte-identical and no temporary file behind.
+"""
+
+import contextlib
+import os
+import tempfile
+
+from keras_tf.cli.errors import UserError
+
+
+def check_output(path, option, inputs=None):
+    """Raise `UserError` unless `path` can be written at the end of the command; open nothing.
+
+    Args:
+        path: the output file named on the command line.
+        option: its option, e.g. `"--output"`, for the message.
+        inputs: `{option: path}` of the files the command reads; an output
+            that is one of them (same file, whatever the name) is refused.
+    """
+    for input_option, input_path in (inputs or {}).items():
+        if input_path is not None and _same_file(path, input_path):
+            raise UserError(
+                f"{option}: {path} is the {input_option} file; the output would replace the "
+                "input, write it elsewhere"
+            )
+    if os.path.isdir(path):
+        raise UserError(f"{option}: {path} is a directory, expected a file")
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise UserError(f"{option}: cannot write {path}: No such file or directory")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise UserError(f"{option}: cannot write {path}: Permission denied (its folder)")
+
+
+def _same_file(a, b):
+    if os.path.realpath(a) == os.path.realpath(b):
+        return True
+    try:
+        return os.path.samefile(a, b)
+    except OSError:  # one of them does not exist
+        return False
+
+
+@contextlib.contextmanager
+def replaced_at_end(path):
+    """Yield a temporary path beside `path`; rename it to `path` when the block succeeds.
+
+    The temporary name keeps `path`'s extension (matplotlib picks the image
+    format from it). The file gets the mode of the file it replaces, or the
+    umask's default for a new file. On an exception the temporary file is
+    removed and `path` is left as it was.
+    """
+    folder, name = os.path.split(os.path.abspath(path))
+    suffix = os.path.splitext(name)[1]
+    descriptor, temporary = tempfile.mkstemp(prefix=f".{name}.partial-", suffix=suffix, dir=folder)
+    os.close(descriptor)
+    try:
+        yield temporary
+        os.chmod(temporary, _mode_for(path))
+        os.replace(temporary, path)
+    finally:
+        if os.path.lexists(temporary):
+            os.remove(temporary)
+
+
+def _mode_for(path):
+    """The mode of the existing `path`, or 0o666 less the umask for a new file, as `open` gives."""
+    try:
+        return os.stat(path).st_mode & 0o7777
+    except FileNotFoundError:
+        umask = os.umask(0)
+        os.umask(umask)
+        return 0o666 & ~umask
