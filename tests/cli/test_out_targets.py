@@ -15,21 +15,9 @@ import pytest
 
 from keras_tf.cli.main import main
 from tests.cli.conftest import TRAIN_OPTIONS
+from tests.helpers import folder_snapshot as snapshot
 
 MARIAN = pathlib.Path(__file__).resolve().parents[1] / "fixtures" / "marian_tiny"
-
-
-def snapshot(folder):
-    """`{relative path: bytes, or None for a folder}` of everything under `folder`."""
-    found = {}
-    for root, dirs, files in os.walk(folder):
-        for name in dirs:
-            found[os.path.relpath(os.path.join(root, name), folder)] = None
-        for name in files:
-            path = os.path.join(root, name)
-            with open(path, "rb") as file:
-                found[os.path.relpath(path, folder)] = file.read()
-    return found
 
 
 @pytest.fixture

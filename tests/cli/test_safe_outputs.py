@@ -1,4 +1,4 @@
-"""Outputs never destroy what they did not make: `evaluate --output`, `attention --out`, `plot-encoding --out`.
+"""Outputs never destroy what they did not make: evaluate --output, plot-encoding --out.
 
 Nothing is opened for writing before the inputs are read; each file is
 written under a temporary name beside it and renamed into place at the end,

@@ -11,8 +11,7 @@ import keras
 from keras_tf.cli.main import main
 from keras_tf.training.run_lock import LOCK_FILE
 from tests.cli.conftest import TRAIN_OPTIONS, keras_tf_command
-from tests.cli.test_out_targets import snapshot
-from tests.training.test_run_lock import start_holder
+from tests.helpers import folder_snapshot, start_lock_holder
 
 
 def _argv(corpus, out):
@@ -26,15 +25,15 @@ def test_train_into_a_locked_folder_stops_at_once(corpus, untrained_model_dir, t
     os.mkdir(out)
     (out / "model.keras").write_bytes(b"another run's model")
     (out / "options.json").write_text("{}", encoding="utf-8")
-    holder = start_holder(out)
+    holder = start_lock_holder(out)
     try:
-        before = snapshot(out)
+        before = folder_snapshot(out)
         assert main(_argv(corpus, out)) == 2
         err = capsys.readouterr().err
         assert err == (f"keras-tf train: error: --out {out}: another keras-tf train (process "
                        f"{holder.pid}) is training into this folder; wait for it to end, or "
                        "train into another folder\n")
-        assert snapshot(out) == before
+        assert folder_snapshot(out) == before
     finally:
         holder.kill()
         holder.wait()

@@ -2,42 +2,16 @@
 
 import os
 import signal
-import subprocess
-import sys
 import time
 
 import pytest
 
 from keras_tf.training.run_lock import LOCK_FILE, RunLockedError, run_lock
-
-# Takes the lock, says so, and waits to be killed. Imports only the lock module's
-# own floor: a holder that starts in a fraction of TensorFlow's time.
-HOLDER = """
-import importlib.util, sys, time
-spec = importlib.util.spec_from_file_location("run_lock", sys.argv[1])
-run_lock = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(run_lock)
-with run_lock.run_lock(sys.argv[2]):
-    print("held", flush=True)
-    time.sleep(600)
-"""
-
-
-def start_holder(folder):
-    """A process holding the lock of `folder`, once this returns."""
-    import keras_tf.training.run_lock as module
-
-    process = subprocess.Popen(
-        [sys.executable, "-c", HOLDER, module.__file__, str(folder)],
-        stdout=subprocess.PIPE, text=True,
-        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
-    )
-    assert process.stdout.readline() == "held\n"
-    return process
+from tests.helpers import start_lock_holder
 
 
 def test_a_second_process_is_refused_naming_the_holder(tmp_path):
-    holder = start_holder(tmp_path)
+    holder = start_lock_holder(tmp_path)
     try:
         with pytest.raises(RunLockedError) as caught:
             with run_lock(tmp_path):
@@ -51,7 +25,7 @@ def test_a_second_process_is_refused_naming_the_holder(tmp_path):
 
 
 def test_a_killed_holder_does_not_block(tmp_path):
-    holder = start_holder(tmp_path)
+    holder = start_lock_holder(tmp_path)
     os.kill(holder.pid, signal.SIGKILL)
     holder.wait()
     assert os.path.exists(tmp_path / LOCK_FILE)  # left behind by the kill, stale
@@ -64,7 +38,7 @@ def test_a_killed_holder_does_not_block(tmp_path):
 
 def test_the_lock_is_reentrant_in_one_process(tmp_path):
     with run_lock(tmp_path):
-        with run_lock(tmp_path / "." ):
+        with run_lock(tmp_path / "."):
             pass
         assert os.path.exists(tmp_path / LOCK_FILE)  # still held by the outer block
     assert not os.path.exists(tmp_path / LOCK_FILE)
