@@ -7,7 +7,9 @@ terminal, one plain line when it is a file), then
 prints sacreBLEU's corpus BLEU and chrF lines on stdout, as sacreBLEU
 prints them (default tokenizer 13a, one reference per sentence). stderr
 counts the test sources longer than the model's max_source_length, which
-are translated from their first pieces.
+are translated from their first pieces. --output is written at the end under a
+temporary name and renamed into place; an --output that is the --test file is
+refused.
 """
 
 import logging

@@ -14,6 +14,11 @@ resumes from the backup, at the next unseen batch, when the same command is
 run again, and ends as the uninterrupted run would have. DIR also gets the
 tokenizers, the model config and options.json: all that `evaluate`,
 `translate`, `export` and `attention` need.
+
+A non-empty DIR that is not a run of the same options (which resumes) is
+refused, every file unchanged; --overwrite deletes what it holds instead. A
+run holds a lock on DIR (DIR/.keras-tf-train.lock): a second `train` into it
+stops at once, naming the first one's process id.
 """
 
 import contextlib

@@ -4,7 +4,8 @@
     keras-tf translate --model run1 --beam-size 1 < sentences.txt > translations.txt
 
 Lines are read and translated --batch-size at a time (each line as soon as
-it is typed, in a terminal). An empty line gives an empty line. A line longer
+it is typed, in a terminal). Lines end at "\n" (or "\r\n") only: a lone CR
+stays inside its line. An empty line gives an empty line. A line longer
 than the model's max_source_length is translated from its first pieces, and
 stderr says which lines were cut.
 """
