@@ -6,11 +6,13 @@
         write(path)
 
 `check_output` opens nothing: it refuses a folder, a missing parent folder, a
-folder this process cannot write to, and an output that is one of the
-inputs (the same file by any name). `replaced_at_end` yields a temporary
+folder or file this process cannot write to, and an output that is one of
+the inputs (the same file by any name). `replaced_at_end` yields a temporary
 name beside the output; the output is replaced by it only when the block
 ends without an exception, so a failed run leaves an existing file
-byte-identical and no temporary file behind.
+byte-identical and no temporary file behind. A symbolic link is written
+through (its target is replaced); what is not a regular file (`/dev/null`,
+`/dev/stdout`, a FIFO) is written to directly, as a stream.
 """
 
 import contextlib
@@ -37,11 +39,20 @@ def check_output(path, option, inputs=None):
             )
     if os.path.isdir(path):
         raise UserError(f"{option}: {path} is a directory, expected a file")
-    folder = os.path.dirname(os.path.abspath(path))
+    if os.path.exists(path) and not os.access(path, os.W_OK):
+        raise UserError(f"{option}: cannot write {path}: Permission denied")
+    if _is_stream(path):
+        return
+    folder = os.path.dirname(os.path.realpath(path))
     if not os.path.isdir(folder):
         raise UserError(f"{option}: cannot write {path}: No such file or directory")
     if not os.access(folder, os.W_OK | os.X_OK):
         raise UserError(f"{option}: cannot write {path}: Permission denied (its folder)")
+
+
+def _is_stream(path):
+    """Whether `path` exists and is not a regular file: a device, a FIFO, /dev/stdout."""
+    return os.path.exists(path) and not os.path.isfile(path)
 
 
 def _same_file(a, b):
@@ -62,7 +73,11 @@ def replaced_at_end(path):
     umask's default for a new file. On an exception the temporary file is
     removed and `path` is left as it was.
     """
-    folder, name = os.path.split(os.path.abspath(path))
+    if _is_stream(path):
+        yield path
+        return
+    path = os.path.realpath(path)  # through a symbolic link, as `open` writes
+    folder, name = os.path.split(path)
     suffix = os.path.splitext(name)[1]
     descriptor, temporary = tempfile.mkstemp(prefix=f".{name}.partial-", suffix=suffix, dir=folder)
     os.close(descriptor)
