@@ -58,16 +58,17 @@ def check_target(path, option, overwrite, what, *, ours=None):
             write into as it is (train's resume); None: none is.
 
     Returns:
-        True when `path` is a non-empty folder that `--overwrite` replaces;
-        False when it is missing, empty, or `ours`.
+        True when `path` is a non-empty folder that `--overwrite` replaces
+        (even one that is `ours`: the flag asks for a fresh start); False
+        when it is missing, empty, or `ours` without `--overwrite`.
     """
     check_not_a_file(path, option)
     if not os.path.exists(path) or is_empty_folder(path):
         return False
-    if ours is not None and ours(path):
-        return False
     if overwrite:
         return True
+    if ours is not None and ours(path):
+        return False
     raise UserError(
         f"{option}: {path} {what}; pass --overwrite to replace it (its files are deleted), "
         "or pick a new folder"

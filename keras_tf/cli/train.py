@@ -165,7 +165,7 @@ def _run(args, check_out):
     from keras_tf.cli.model_dir import check_model_dir, check_preset
     from keras_tf.cli.targets import check_target, clear_folder
     from keras_tf.option_error import OptionError
-    from keras_tf.training.preset_dir import OPTIONS_FILE, check_same_options, train_preset_dir
+    from keras_tf.training.preset_dir import check_same_options, train_preset_dir
 
     mixed_precision = MIXED_PRECISION.get(args.mixed_precision)
     # The checks that need no data first, so a mistake costs no waiting.
@@ -173,8 +173,7 @@ def _run(args, check_out):
     if args.init_from is not None:
         check_model_dir(args.init_from, option="--init-from")
     replace = check_out and check_target(
-        args.out, "--out", args.overwrite, "holds files that are not a keras-tf run",
-        ours=lambda path: os.path.isfile(os.path.join(path, OPTIONS_FILE)),
+        args.out, "--out", args.overwrite, "holds files that are not a keras-tf run", ours=_is_a_run
     )
     if args.init_from is None and not replace:
         try:
@@ -238,3 +237,21 @@ def _run(args, check_out):
         file=sys.stderr,
     )
     return 0
+
+
+def _is_a_run(path):
+    """Whether the non-empty folder `path` is a `train` run: one to resume, if its options agree.
+
+    A run writes options.json before its first step; a run killed earlier
+    leaves its learned tokenizers alone (and perhaps a staging folder).
+    """
+    from keras_tf.training.preset_dir import OPTIONS_FILE, TOKENIZERS_DIR
+    from keras_tf.training.run_lock import LOCK_FILE
+
+    if os.path.isfile(os.path.join(path, OPTIONS_FILE)):
+        return True
+    names = set(os.listdir(path)) - {LOCK_FILE}
+    names = {name for name in names if not name.startswith(".partial-tokenizers-")}
+    return names == {TOKENIZERS_DIR} and os.path.isfile(
+        os.path.join(path, TOKENIZERS_DIR, "tokenizers.json")
+    )

@@ -63,6 +63,19 @@ def test_train_refuses_a_run_of_other_options_naming_overwrite(untrained_model_d
     assert main(_train(corpus, run)) == 2
     _refused(capsys, "train", "holds a run made with other options")
     assert snapshot(run) == before
+    # --overwrite starts afresh: the new options, a new model.
+    assert main(_train(corpus, run, "--overwrite")) == 0
+    capsys.readouterr()
+    assert '"preset": "transformer_tiny"' in (run / "options.json").read_text(encoding="utf-8")
+    assert (run / "model.keras").read_bytes() != before["model.keras"]
+
+
+def test_train_resumes_a_run_killed_before_its_options_were_written(untrained_model_dir, corpus,
+                                                                   tmp_path, capsys):
+    run = tmp_path / "run"
+    shutil.copytree(os.path.join(untrained_model_dir, "tokenizers"), run / "tokenizers")
+    assert main(_train(corpus, run)) == 0
+    assert "Reusing sentencepiece tokenizers" in capsys.readouterr().err
 
 
 def test_train_overwrite_replaces_the_folder(corpus, user_folder, capsys):
