@@ -50,6 +50,13 @@ def test_train_refuses_a_folder_of_other_files(corpus, user_folder, capsys):
     assert main(_train(corpus, user_folder)) == 2
     _refused(capsys, "train", f"--out: {user_folder} holds files that are not a keras-tf run")
     assert snapshot(user_folder) == before
+    # --overwrite replaces it (as it does a run of other options: the same path).
+    assert main(_train(corpus, user_folder, "--overwrite")) == 0
+    capsys.readouterr()
+    left = set(os.listdir(user_folder))
+    assert "notes.txt" not in left and "model.keras" in left, left
+    assert not (user_folder / "logs" / "app.log").exists()
+    keras.models.load_model(user_folder / "model.keras", compile=False)
 
 
 def test_train_refuses_a_run_of_other_options_naming_overwrite(untrained_model_dir, corpus,
@@ -63,11 +70,6 @@ def test_train_refuses_a_run_of_other_options_naming_overwrite(untrained_model_d
     assert main(_train(corpus, run)) == 2
     _refused(capsys, "train", "holds a run made with other options")
     assert snapshot(run) == before
-    # --overwrite starts afresh: the new options, a new model.
-    assert main(_train(corpus, run, "--overwrite")) == 0
-    capsys.readouterr()
-    assert '"preset": "transformer_tiny"' in (run / "options.json").read_text(encoding="utf-8")
-    assert (run / "model.keras").read_bytes() != before["model.keras"]
 
 
 def test_train_resumes_a_run_killed_before_its_options_were_written(untrained_model_dir, corpus,
@@ -76,15 +78,6 @@ def test_train_resumes_a_run_killed_before_its_options_were_written(untrained_mo
     shutil.copytree(os.path.join(untrained_model_dir, "tokenizers"), run / "tokenizers")
     assert main(_train(corpus, run)) == 0
     assert "Reusing sentencepiece tokenizers" in capsys.readouterr().err
-
-
-def test_train_overwrite_replaces_the_folder(corpus, user_folder, capsys):
-    assert main(_train(corpus, user_folder, "--overwrite")) == 0
-    capsys.readouterr()
-    left = set(os.listdir(user_folder))
-    assert "notes.txt" not in left and "model.keras" in left, left
-    assert not (user_folder / "logs" / "app.log").exists()
-    keras.models.load_model(user_folder / "model.keras", compile=False)
 
 
 def test_a_failed_train_leaves_no_staging_folder(corpus, tmp_path, capsys, monkeypatch):
