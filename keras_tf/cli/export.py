@@ -20,7 +20,8 @@ import tempfile
 
 from keras_tf.cli.errors import UserError, int_in_range
 from keras_tf.cli.model_dir import add_quantize_argument
-from keras_tf.cli.targets import add_overwrite_argument, check_not_a_file, swap_folder
+from keras_tf.cli.outputs import swap_folder
+from keras_tf.cli.targets import add_overwrite_argument, check_not_a_file
 
 
 def add_arguments(parser):

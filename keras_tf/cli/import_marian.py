@@ -26,14 +26,15 @@ def add_arguments(parser):
 
 
 def run(args):
-    from keras_tf.cli.targets import check_not_holding, check_target, replaced_at_end
+    from keras_tf.cli.outputs import folder_replaced_at_end
+    from keras_tf.cli.targets import check_not_holding, check_target
     from keras_tf.translation import Seq2SeqTranslator
 
     if not args.model.startswith("hf://"):
         check_not_holding(args.out, "--out", {"--model": args.model})
     check_target(args.out, "--out", args.overwrite, "is not empty")
     translator = Seq2SeqTranslator.from_preset(args.model)
-    with replaced_at_end(args.out) as staging:
+    with folder_replaced_at_end(args.out) as staging:
         translator.save_to_preset(staging)
     c = translator.config
     print(

@@ -13,11 +13,18 @@ ends without an exception, so a failed run leaves an existing file
 byte-identical and no temporary file behind. A symbolic link is written
 through (its target is replaced); what is not a regular file (`/dev/null`,
 `/dev/stdout`, a FIFO) is written to directly, as a stream.
+
+Folders (`--out DIR` of import-marian, average, export) the same way:
+`folder_replaced_at_end` yields a new folder beside the target and swaps it in
+whole at the end; `keras_tf.cli.targets` decides first whether the target
+may be replaced at all.
 """
 
 import contextlib
 import os
+import shutil
 import tempfile
+import uuid
 
 from keras_tf.cli.errors import UserError
 
@@ -98,3 +105,44 @@ def _mode_for(path):
         umask = os.umask(0)
         os.umask(umask)
         return 0o666 & ~umask
+
+
+@contextlib.contextmanager
+def folder_replaced_at_end(path, *, create=True):
+    """Yield a fresh folder path beside `path`; swap it into `path` when the block succeeds.
+
+    Args:
+        path: the target folder: missing, or one `check_target` allowed to replace.
+        create: make the yielded folder (False: yield a free name, for a
+            writer that refuses an existing folder).
+
+    On an exception the new folder is deleted and `path` is left as it was.
+    A symbolic link is followed: its target is replaced.
+    """
+    parent, name = os.path.split(os.path.realpath(path))
+    os.makedirs(parent, exist_ok=True)
+    staging = os.path.join(parent, f".{name}.partial-{uuid.uuid4().hex[:8]}")
+    if create:
+        os.mkdir(staging)  # the umask's mode, as any new folder
+    try:
+        yield staging
+        swap_folder(staging, os.path.join(parent, name))
+    finally:
+        if os.path.lexists(staging):
+            shutil.rmtree(staging, ignore_errors=True)
+
+
+def swap_folder(new, path):
+    """Put the folder `new` at `path`, deleting what was there only once `new` is in place."""
+    if not os.path.lexists(path):
+        os.rename(new, path)
+        return
+    parent, name = os.path.split(os.path.abspath(path))
+    old = os.path.join(parent, f".{name}.old-{uuid.uuid4().hex[:8]}")
+    os.rename(path, old)
+    try:
+        os.rename(new, path)
+    except BaseException:
+        os.rename(old, path)
+        raise
+    shutil.rmtree(old, ignore_errors=True)

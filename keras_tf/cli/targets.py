@@ -6,15 +6,12 @@ it, its own run with the same options for `train` (a resume); anything else
 is refused in one line that names `--overwrite`, which replaces it on
 purpose. A file where a folder goes is always refused.
 
-A new folder is made under a temporary name beside the target and renamed
-into place at the end (`replaced_at_end`): a failed command leaves the
-target as it was, and an overwritten one is swapped whole, never mixed.
+The commands then write the folder with `keras_tf.cli.outputs.folder_replaced_at_end`
+(train, which resumes in place, clears it with `clear_folder`).
 """
 
-import contextlib
 import os
 import shutil
-import uuid
 
 from keras_tf.cli.errors import UserError
 from keras_tf.training.run_lock import LOCK_FILE
@@ -99,43 +96,3 @@ def clear_folder(path):
             shutil.rmtree(entry)
         else:
             os.remove(entry)
-
-
-@contextlib.contextmanager
-def replaced_at_end(path, *, create=True):
-    """Yield a fresh folder path beside `path`; swap it into `path` when the block succeeds.
-
-    Args:
-        path: the target folder: missing, or one `check_target` allowed to replace.
-        create: make the yielded folder (False: yield a free name, for a
-            writer that refuses an existing folder).
-
-    On an exception the new folder is deleted and `path` is left as it was.
-    """
-    parent, name = os.path.split(os.path.abspath(path))
-    os.makedirs(parent, exist_ok=True)
-    staging = os.path.join(parent, f".{name}.partial-{uuid.uuid4().hex[:8]}")
-    if create:
-        os.mkdir(staging)  # the umask's mode, as any new folder
-    try:
-        yield staging
-        swap_folder(staging, path)
-    finally:
-        if os.path.lexists(staging):
-            shutil.rmtree(staging, ignore_errors=True)
-
-
-def swap_folder(new, path):
-    """Put the folder `new` at `path`, deleting what was there only once `new` is in place."""
-    if not os.path.lexists(path):
-        os.rename(new, path)
-        return
-    parent, name = os.path.split(os.path.abspath(path))
-    old = os.path.join(parent, f".{name}.old-{uuid.uuid4().hex[:8]}")
-    os.rename(path, old)
-    try:
-        os.rename(new, path)
-    except BaseException:
-        os.rename(old, path)
-        raise
-    shutil.rmtree(old, ignore_errors=True)
