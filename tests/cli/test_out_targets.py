@@ -84,6 +84,7 @@ def test_a_failed_train_leaves_no_staging_folder(corpus, tmp_path, capsys, monke
     from keras_tf.text import Seq2SeqTokenizers
 
     def full_disk(self, directory):
+        os.makedirs(directory, exist_ok=True)
         with open(os.path.join(directory, "shared.spm"), "wb") as file:
             file.write(b"half")
         raise OSError(28, "No space left on device")
