@@ -228,5 +228,6 @@ def start_lock_holder(folder):
         stdout=subprocess.PIPE, text=True,
         env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
     )
-    assert process.stdout.readline() == "held\n"
+    with process.stdout:  # all it says
+        assert process.stdout.readline() == "held\n"
     return process
