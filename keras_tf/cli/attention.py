@@ -11,7 +11,7 @@ over layers and heads; --layer and --head (counted from 0) pick one.
 """
 
 from keras_tf.cli.errors import UserError, int_in_range
-from keras_tf.cli.outputs import check_output, replaced_at_end
+from keras_tf.cli.outputs import check_output, write_output
 
 
 def add_arguments(parser):
@@ -78,7 +78,8 @@ def run(args):
     check_output(args.out, "--out")
     trained = load_model_dir(args.model)
     check_layer_and_head(trained.model.config, args.layer, args.head)
-    with replaced_at_end(args.out) as path:
-        attention = draw(trained.translator, args.text, path, args.layer, args.head)
+    attention = write_output(
+        args.out, lambda path: draw(trained.translator, args.text, path, args.layer, args.head)
+    )
     print(f"{args.out}: {args.text!r} -> {attention.translation!r}")
     return 0

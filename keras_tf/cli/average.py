@@ -27,7 +27,7 @@ def add_arguments(parser):
 
 def run(args):
     from keras_tf.cli.model_dir import check_model_dir
-    from keras_tf.cli.outputs import folder_replaced_at_end
+    from keras_tf.cli.outputs import write_folder
     from keras_tf.cli.targets import check_not_holding, check_target
     from keras_tf.training.preset_dir import average_preset_dir
 
@@ -35,7 +35,6 @@ def run(args):
     check_not_holding(args.out, "--out", {"--model": args.model})
     check_target(args.out, "--out", args.overwrite, "is not empty")
     # Written beside --out, then renamed: a failure leaves --out as it was.
-    with folder_replaced_at_end(args.out, create=False) as staging:
-        epochs = average_preset_dir(args.model, args.last, staging)
+    epochs = write_folder(args.out, lambda path: average_preset_dir(args.model, args.last, path))
     print(f"Averaged epochs {', '.join(map(str, epochs))} of {args.model} into {args.out}")
     return 0

@@ -56,7 +56,7 @@ def run(args):
     from keras_tf.cli.batch_translation import decoding_for
     from keras_tf.cli.corpus_files import read_tsv_option
     from keras_tf.cli.model_dir import check_model_dir, load_model_dir
-    from keras_tf.cli.outputs import check_output, replaced_at_end
+    from keras_tf.cli.outputs import check_output, write_output
 
     check_model_dir(args.model)
     if args.n_best and not args.output:
@@ -95,10 +95,13 @@ def run(args):
         logging.getLogger("keras_tf.cli").warning(message)
     bleu, chrf = score(hypotheses, test.targets)
     if args.output:
-        with replaced_at_end(args.output) as path:
-            with open(path, "w", encoding="utf-8", newline="\n") as file:
-                file.writelines(line + "\n" for line in lines)
+        write_output(args.output, lambda path: _write_lines(path, lines))
     print(bleu)
     print(chrf)
     sys.stdout.flush()
     return 0
+
+
+def _write_lines(path, lines):
+    with open(path, "w", encoding="utf-8", newline="\n") as file:
+        file.writelines(line + "\n" for line in lines)

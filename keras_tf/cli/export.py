@@ -20,7 +20,7 @@ import tempfile
 
 from keras_tf.cli.errors import UserError, int_in_range
 from keras_tf.cli.model_dir import add_quantize_argument
-from keras_tf.cli.outputs import swap_folder
+from keras_tf.cli.outputs import write_folder
 from keras_tf.cli.targets import add_overwrite_argument, check_not_a_file
 
 
@@ -79,7 +79,8 @@ def run(args):
     # Exported beside, under a hidden name TF Serving ignores, then swapped in.
     holder = tempfile.mkdtemp(prefix=f".{version}.overwrite-", dir=model_base_path)
     try:
-        swap_folder(_export(trained.translator, holder, version, decoding, args.xla), version_dir)
+        write_folder(version_dir, lambda path: os.rename(
+            _export(trained.translator, holder, version, decoding, args.xla), path))
     finally:
         shutil.rmtree(holder, ignore_errors=True)
     print(version_dir)

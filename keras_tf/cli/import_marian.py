@@ -26,7 +26,7 @@ def add_arguments(parser):
 
 
 def run(args):
-    from keras_tf.cli.outputs import folder_replaced_at_end
+    from keras_tf.cli.outputs import write_folder
     from keras_tf.cli.targets import check_not_holding, check_target
     from keras_tf.translation import Seq2SeqTranslator
 
@@ -34,8 +34,7 @@ def run(args):
         check_not_holding(args.out, "--out", {"--model": args.model})
     check_target(args.out, "--out", args.overwrite, "is not empty")
     translator = Seq2SeqTranslator.from_preset(args.model)
-    with folder_replaced_at_end(args.out) as staging:
-        translator.save_to_preset(staging)
+    write_folder(args.out, translator.save_to_preset)  # beside, then swapped in whole
     c = translator.config
     print(
         f"Wrote {args.out}: {c.num_encoder_layers}+{c.num_decoder_layers} layers, "

@@ -1,31 +1,24 @@
-"""The files a command writes for the user: checked first, written beside, renamed into place.
+"""The files and folders a command writes for the user: checked first, written beside, renamed.
 
     check_output(args.output, "--output", inputs={"--test": args.test})   # before any work
     ...read the inputs, compute...
-    with replaced_at_end(args.output) as path:                             # at the end
-        write(path)
+    write_output(args.output, write_lines)                                 # at the end
 
 `check_output` opens nothing: it refuses a folder, a missing parent folder, a
 folder or file this process cannot write to, and an output that is one of
-the inputs (the same file by any name). `replaced_at_end` yields a temporary
-name beside the output; the output is replaced by it only when the block
-ends without an exception, so a failed run leaves an existing file
-byte-identical and no temporary file behind. A symbolic link is written
-through (its target is replaced); what is not a regular file (`/dev/null`,
-`/dev/stdout`, a FIFO) is written to directly, as a stream.
-
-Folders (`--out DIR` of import-marian, average, export) the same way:
-`folder_replaced_at_end` yields a new folder beside the target and swaps it in
-whole at the end; `keras_tf.cli.targets` decides first whether the target
-may be replaced at all.
+the inputs (the same file by any name). `write_output` and `write_folder`
+write with `keras_tf.atomic_files.write_atomically`: under a temporary name
+beside the target, renamed into place only when the writer succeeds, so a
+failed run leaves an existing file or folder as it was and no temporary
+one behind. A symbolic link is written through (its target is replaced); a
+file keeps the mode of the file it replaces; what is not a regular file
+(`/dev/null`, `/dev/stdout`, a FIFO) is written to directly, as a stream.
+`keras_tf.cli.targets` decides first whether a folder may be replaced at all.
 """
 
-import contextlib
 import os
-import shutil
-import tempfile
-import uuid
 
+from keras_tf.atomic_files import write_atomically
 from keras_tf.cli.errors import UserError
 
 
@@ -71,30 +64,24 @@ def _same_file(a, b):
         return False
 
 
-@contextlib.contextmanager
-def replaced_at_end(path):
-    """Yield a temporary path beside `path`; rename it to `path` when the block succeeds.
+def write_output(path, write):
+    """`write(temporary_path)`, then rename the file it wrote to `path`; return what `write` returns.
 
-    The temporary name keeps `path`'s extension (matplotlib picks the image
-    format from it). The file gets the mode of the file it replaces, or the
-    umask's default for a new file. On an exception the temporary file is
-    removed and `path` is left as it was.
+    The temporary name ends with `path`'s name, so its extension stays
+    (matplotlib picks the image format from it).
     """
     if _is_stream(path):
-        yield path
-        return
+        return write(path)
     path = os.path.realpath(path)  # through a symbolic link, as `open` writes
-    folder, name = os.path.split(path)
-    suffix = os.path.splitext(name)[1]
-    descriptor, temporary = tempfile.mkstemp(prefix=f".{name}.partial-", suffix=suffix, dir=folder)
-    os.close(descriptor)
-    try:
-        yield temporary
-        os.chmod(temporary, _mode_for(path))
-        os.replace(temporary, path)
-    finally:
-        if os.path.lexists(temporary):
-            os.remove(temporary)
+    mode = _mode_for(path)
+    returned = []
+
+    def write_with_mode(temporary):
+        returned.append(write(temporary))
+        os.chmod(temporary, mode)
+
+    write_atomically(path, write_with_mode)
+    return returned[0]
 
 
 def _mode_for(path):
@@ -107,42 +94,13 @@ def _mode_for(path):
         return 0o666 & ~umask
 
 
-@contextlib.contextmanager
-def folder_replaced_at_end(path, *, create=True):
-    """Yield a fresh folder path beside `path`; swap it into `path` when the block succeeds.
+def write_folder(path, write):
+    """`write(temporary_path)`, which makes a folder; swap it in for the folder `path`.
 
-    Args:
-        path: the target folder: missing, or one `check_target` allowed to replace.
-        create: make the yielded folder (False: yield a free name, for a
-            writer that refuses an existing folder).
-
-    On an exception the new folder is deleted and `path` is left as it was.
-    A symbolic link is followed: its target is replaced.
+    `path` is missing, or a folder `keras_tf.cli.targets.check_target`
+    allowed to replace; a symbolic link to it is followed. Returns what
+    `write` returns.
     """
-    parent, name = os.path.split(os.path.realpath(path))
-    os.makedirs(parent, exist_ok=True)
-    staging = os.path.join(parent, f".{name}.partial-{uuid.uuid4().hex[:8]}")
-    if create:
-        os.mkdir(staging)  # the umask's mode, as any new folder
-    try:
-        yield staging
-        swap_folder(staging, os.path.join(parent, name))
-    finally:
-        if os.path.lexists(staging):
-            shutil.rmtree(staging, ignore_errors=True)
-
-
-def swap_folder(new, path):
-    """Put the folder `new` at `path`, deleting what was there only once `new` is in place."""
-    if not os.path.lexists(path):
-        os.rename(new, path)
-        return
-    parent, name = os.path.split(os.path.abspath(path))
-    old = os.path.join(parent, f".{name}.old-{uuid.uuid4().hex[:8]}")
-    os.rename(path, old)
-    try:
-        os.rename(new, path)
-    except BaseException:
-        os.rename(old, path)
-        raise
-    shutil.rmtree(old, ignore_errors=True)
+    returned = []
+    write_atomically(os.path.realpath(path), lambda temporary: returned.append(write(temporary)))
+    return returned[0]

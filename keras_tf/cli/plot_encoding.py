@@ -7,7 +7,7 @@ cos on odd ones, wavelengths from 2π to 10000·2π.
 """
 
 from keras_tf.cli.errors import int_in_range
-from keras_tf.cli.outputs import check_output, replaced_at_end
+from keras_tf.cli.outputs import check_output, write_output
 
 
 def add_arguments(parser):
@@ -25,7 +25,6 @@ def run(args):
 
     check_output(args.out, "--out")
     encoding = sinusoidal_encoding(args.length, args.d_model)
-    with replaced_at_end(args.out) as path:
-        keras_tf.plots.positional_encoding(encoding, path)
+    write_output(args.out, lambda path: keras_tf.plots.positional_encoding(encoding, path))
     print(args.out)
     return 0

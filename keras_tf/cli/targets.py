@@ -6,7 +6,7 @@ it, its own run with the same options for `train` (a resume); anything else
 is refused in one line that names `--overwrite`, which replaces it on
 purpose. A file where a folder goes is always refused.
 
-The commands then write the folder with `keras_tf.cli.outputs.folder_replaced_at_end`
+The commands then write the folder with `keras_tf.cli.outputs.write_folder`
 (train, which resumes in place, clears it with `clear_folder`).
 """
 

@@ -7,6 +7,7 @@ input is refused.
 """
 
 import os
+import pathlib
 import shutil
 
 import pytest
@@ -101,21 +102,18 @@ def test_plot_encoding_output_is_renamed_into_place(tmp_path, capsys, monkeypatc
 
 def test_links_streams_and_read_only_files(tmp_path):
     from keras_tf.cli.errors import UserError
-    from keras_tf.cli.outputs import check_output, replaced_at_end
+    from keras_tf.cli.outputs import check_output, write_output
 
     # A symbolic link is written through: its target gets the new text, the link stays.
     target, link = tmp_path / "target.txt", tmp_path / "link.txt"
     target.write_bytes(PRECIOUS)
     os.symlink(target, link)
     check_output(str(link), "--output")
-    with replaced_at_end(str(link)) as path:
-        with open(path, "w") as file:
-            file.write("new\n")
+    write_output(str(link), lambda path: pathlib.Path(path).write_text("new\n"))
     assert os.path.islink(link) and target.read_text() == "new\n"
     # A device is a stream, written in place, never renamed over.
     check_output(os.devnull, "--output")
-    with replaced_at_end(os.devnull) as path:
-        assert path == os.devnull
+    assert write_output(os.devnull, lambda path: path) == os.devnull
     assert not os.path.isfile(os.devnull)
     # A read-only file is refused, as opening it for writing would be.
     target.chmod(0o444)
