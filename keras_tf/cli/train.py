@@ -251,7 +251,7 @@ def _is_a_run(path):
     if os.path.isfile(os.path.join(path, OPTIONS_FILE)):
         return True
     names = set(os.listdir(path)) - {LOCK_FILE}
-    names = {name for name in names if not name.startswith(".partial-tokenizers-")}
+    names = {name for name in names if not name.startswith(".partial-")}  # a killed write
     return names == {TOKENIZERS_DIR} and os.path.isfile(
         os.path.join(path, TOKENIZERS_DIR, "tokenizers.json")
     )

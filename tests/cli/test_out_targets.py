@@ -76,6 +76,7 @@ def test_train_resumes_a_run_killed_before_its_options_were_written(untrained_mo
                                                                    tmp_path, capsys):
     run = tmp_path / "run"
     shutil.copytree(os.path.join(untrained_model_dir, "tokenizers"), run / "tokenizers")
+    (run / ".partial-4242-0a1b2c3d-model.keras").write_bytes(b"half")  # what a kill left
     assert main(_train(corpus, run)) == 0
     assert "Reusing sentencepiece tokenizers" in capsys.readouterr().err
 
