@@ -14,7 +14,6 @@ import os
 import shutil
 
 from keras_tf.cli.errors import UserError
-from keras_tf.training.run_lock import LOCK_FILE
 
 
 def add_overwrite_argument(parser, what):
@@ -40,6 +39,8 @@ def check_not_a_file(path, option="--out"):
 
 def is_empty_folder(path):
     """Whether `path` is a folder holding nothing (a stale training lock file aside)."""
+    from keras_tf.training.run_lock import LOCK_FILE  # keras_tf.training imports Keras
+
     return os.path.isdir(path) and not set(os.listdir(path)) - {LOCK_FILE}
 
 
@@ -88,6 +89,7 @@ def check_not_holding(path, option, others):
 
 def clear_folder(path):
     """Delete what `path` holds, except the training lock file (held by this process)."""
+    from keras_tf.training.run_lock import LOCK_FILE
     for name in os.listdir(path):
         if name == LOCK_FILE:
             continue
