@@ -10,7 +10,8 @@ model looked while generating token t. By default the weights are averaged
 over layers and heads; --layer and --head (counted from 0) pick one.
 """
 
-from keras_tf.cli.errors import UserError, int_in_range, writable_file
+from keras_tf.cli.errors import UserError, int_in_range
+from keras_tf.cli.outputs import check_output, write_output
 
 
 def add_arguments(parser):
@@ -74,9 +75,11 @@ def run(args):
     from keras_tf.cli.model_dir import check_model_dir, load_model_dir
 
     check_model_dir(args.model)
-    writable_file(args.out, "--out")
+    check_output(args.out, "--out")
     trained = load_model_dir(args.model)
     check_layer_and_head(trained.model.config, args.layer, args.head)
-    attention = draw(trained.translator, args.text, args.out, args.layer, args.head)
+    attention = write_output(
+        args.out, lambda path: draw(trained.translator, args.text, path, args.layer, args.head)
+    )
     print(f"{args.out}: {args.text!r} -> {attention.translation!r}")
     return 0

@@ -69,11 +69,3 @@ def readable_file(path, option):
     except OSError as error:
         raise UserError(f"{option}: cannot read {path}: {error.strerror}") from None
 
-
-def writable_file(path, option):
-    """Raise `UserError` unless `path` can be created (or overwritten) now; leaves it empty."""
-    try:
-        with open(path, "wb"):
-            pass
-    except OSError as error:
-        raise UserError(f"{option}: cannot write {path}: {error.strerror}") from None

@@ -7,13 +7,15 @@ terminal, one plain line when it is a file), then
 prints sacreBLEU's corpus BLEU and chrF lines on stdout, as sacreBLEU
 prints them (default tokenizer 13a, one reference per sentence). stderr
 counts the test sources longer than the model's max_source_length, which
-are translated from their first pieces.
+are translated from their first pieces. --output is written at the end under a
+temporary name and renamed into place; an --output that is the --test file is
+refused.
 """
 
 import logging
 import sys
 
-from keras_tf.cli.errors import UserError, int_in_range, writable_file
+from keras_tf.cli.errors import UserError, int_in_range
 from keras_tf.cli.model_dir import add_quantize_argument
 
 
@@ -54,12 +56,13 @@ def run(args):
     from keras_tf.cli.batch_translation import decoding_for
     from keras_tf.cli.corpus_files import read_tsv_option
     from keras_tf.cli.model_dir import check_model_dir, load_model_dir
+    from keras_tf.cli.outputs import check_output, write_output
 
     check_model_dir(args.model)
     if args.n_best and not args.output:
         raise UserError("--n-best: give --output, the file the n-best list goes to")
     if args.output:
-        writable_file(args.output, "--output")  # fail now, not after translating
+        check_output(args.output, "--output", inputs={"--test": args.test})  # opens nothing
     test = read_tsv_option(args.test, "--test", args.skip_bad_lines)
     from keras_tf.translation import overlong_message
     from keras_tf.translation.batches import (
@@ -90,11 +93,15 @@ def run(args):
     )
     if message:
         logging.getLogger("keras_tf.cli").warning(message)
-    if args.output:
-        with open(args.output, "w", encoding="utf-8", newline="\n") as file:
-            file.writelines(line + "\n" for line in lines)
     bleu, chrf = score(hypotheses, test.targets)
+    if args.output:
+        write_output(args.output, lambda path: _write_lines(path, lines))
     print(bleu)
     print(chrf)
     sys.stdout.flush()
     return 0
+
+
+def _write_lines(path, lines):
+    with open(path, "w", encoding="utf-8", newline="\n") as file:
+        file.writelines(line + "\n" for line in lines)

@@ -10,13 +10,18 @@ signature `serving_default` takes `text` (string [batch]) and returns
 `translation` (string [batch]) and `score` (float [batch]); the decoding
 (--beam-size) is fixed at export time. --xla compiles the generation with
 XLA, for servers started with --xla_cpu_compilation_enabled (or the GPU
-flag); see docs/serving.md.
+flag); see docs/serving.md. An existing VERSION is refused (TF Serving
+versions are immutable) unless --overwrite replaces it.
 """
 
 import os
+import shutil
+import tempfile
 
 from keras_tf.cli.errors import UserError, int_in_range
 from keras_tf.cli.model_dir import add_quantize_argument
+from keras_tf.cli.outputs import write_folder
+from keras_tf.cli.targets import add_overwrite_argument, check_not_a_file
 
 
 def add_arguments(parser):
@@ -33,6 +38,7 @@ def add_arguments(parser):
         "--xla", action="store_true",
         help="compile the generation with XLA (needs TF Serving's XLA flag)",
     )
+    add_overwrite_argument(parser, "the new export (an existing VERSION)")
 
 
 def split_version(out):
@@ -56,18 +62,36 @@ def run(args):
     from keras_tf.cli.model_dir import check_model_dir, load_model_dir
 
     check_model_dir(args.model)
+    check_not_a_file(args.out)
     model_base_path, version = split_version(args.out)
-    if version is not None and os.path.exists(os.path.join(model_base_path, str(version))):
+    version_dir = os.path.join(model_base_path, str(version))
+    replace = version is not None and os.path.exists(version_dir)
+    if replace and not args.overwrite:
         raise UserError(
-            f"--out: {args.out} exists, and TF Serving versions are immutable; "
-            "pass a new version number"
+            f"--out: {args.out} exists, and TF Serving versions are immutable; pass a new "
+            "version number, or --overwrite to replace it (its files are deleted)"
         )
     trained = load_model_dir(args.model, quantize=args.quantize)
-    path = trained.translator.export(
-        model_base_path,
-        version=version,
-        decoding=decoding_for(args.beam_size, trained.translator.decoding),
-        xla=args.xla,
-    )
-    print(path)
+    decoding = decoding_for(args.beam_size, trained.translator.decoding)
+    if not replace:
+        print(_export(trained.translator, model_base_path, version, decoding, args.xla))
+        return 0
+    # Exported beside, under a hidden name TF Serving ignores, then swapped in.
+    holder = tempfile.mkdtemp(prefix=f".{version}.overwrite-", dir=model_base_path)
+    try:
+        write_folder(version_dir, lambda path: os.rename(
+            _export(trained.translator, holder, version, decoding, args.xla), path))
+    finally:
+        shutil.rmtree(holder, ignore_errors=True)
+    print(version_dir)
     return 0
+
+
+def _export(translator, model_base_path, version, decoding, xla):
+    """`translator.export`; a folder TensorFlow cannot write is a `UserError`."""
+    import tensorflow as tf
+
+    try:
+        return translator.export(model_base_path, version=version, decoding=decoding, xla=xla)
+    except (tf.errors.PermissionDeniedError, tf.errors.FailedPreconditionError) as error:
+        raise UserError(f"--out: {error.message}") from None

@@ -9,8 +9,11 @@ model.safetensors, source.spm, target.spm, vocab.json and
 tokenizer_config.json, or hf://ORG/NAME (needs huggingface_hub). --out is a
 preset directory, as `keras-tf train --out` writes: translate, evaluate,
 export, score and attention read it. docs/pretrained.md explains the
-conversion and what was checked against Hugging Face's outputs.
+conversion and what was checked against Hugging Face's outputs. A non-empty
+--out is refused unless --overwrite is given.
 """
+
+from keras_tf.cli.targets import add_overwrite_argument
 
 
 def add_arguments(parser):
@@ -19,13 +22,19 @@ def add_arguments(parser):
         help="a Hugging Face Marian directory, or hf://ORG/NAME",
     )
     parser.add_argument("--out", required=True, metavar="DIR", help="the preset directory to write")
+    add_overwrite_argument(parser, "the imported model")
 
 
 def run(args):
+    from keras_tf.cli.outputs import write_folder
+    from keras_tf.cli.targets import check_not_holding, check_target
     from keras_tf.translation import Seq2SeqTranslator
 
+    if not args.model.startswith("hf://"):
+        check_not_holding(args.out, "--out", {"--model": args.model})
+    check_target(args.out, "--out", args.overwrite, "is not empty")
     translator = Seq2SeqTranslator.from_preset(args.model)
-    translator.save_to_preset(args.out)
+    write_folder(args.out, translator.save_to_preset)  # beside, then swapped in whole
     c = translator.config
     print(
         f"Wrote {args.out}: {c.num_encoder_layers}+{c.num_decoder_layers} layers, "

@@ -6,7 +6,8 @@ Rows are positions, columns the d_model dimensions: sin on even dimensions,
 cos on odd ones, wavelengths from 2π to 10000·2π.
 """
 
-from keras_tf.cli.errors import int_in_range, writable_file
+from keras_tf.cli.errors import int_in_range
+from keras_tf.cli.outputs import check_output, write_output
 
 
 def add_arguments(parser):
@@ -19,9 +20,11 @@ def add_arguments(parser):
 
 
 def run(args):
+    import keras_tf.plots
     from keras_tf.layers.positional_embedding import sinusoidal_encoding
-    from keras_tf.plots import positional_encoding
 
-    writable_file(args.out, "--out")
-    print(positional_encoding(sinusoidal_encoding(args.length, args.d_model), args.out))
+    check_output(args.out, "--out")
+    encoding = sinusoidal_encoding(args.length, args.d_model)
+    write_output(args.out, lambda path: keras_tf.plots.positional_encoding(encoding, path))
+    print(args.out)
     return 0

@@ -14,12 +14,20 @@ resumes from the backup, at the next unseen batch, when the same command is
 run again, and ends as the uninterrupted run would have. DIR also gets the
 tokenizers, the model config and options.json: all that `evaluate`,
 `translate`, `export` and `attention` need.
+
+A non-empty DIR that is not a run of the same options (which resumes) is
+refused, every file unchanged; --overwrite deletes what it holds instead. A
+run holds a lock on DIR (DIR/.keras-tf-train.lock): a second `train` into it
+stops at once, naming the first one's process id.
 """
 
+import contextlib
+import os
 import sys
 import time
 
-from keras_tf.cli.errors import int_in_range
+from keras_tf.cli.errors import UserError, int_in_range
+from keras_tf.cli.targets import add_overwrite_argument
 
 TOKENIZERS = ("sentencepiece", "wordpiece")
 STRATEGIES = ("default", "mirrored", "multi-worker")
@@ -32,6 +40,7 @@ def add_arguments(parser):
         "--valid", metavar="FILE", help="validation pairs, TSV; picks the best checkpoint"
     )
     parser.add_argument("--out", required=True, metavar="DIR", help="the model directory")
+    add_overwrite_argument(parser, "a new run")
     parser.add_argument(
         "--preset",
         default="transformer_small",
@@ -135,8 +144,27 @@ def add_arguments(parser):
 
 
 def run(args):
+    from keras_tf.training.run_lock import run_lock
+
+    shared = args.strategy == "multi-worker"
+    if shared and args.overwrite:
+        raise UserError(
+            "--overwrite: not with --strategy multi-worker, whose workers share --out; "
+            "empty the folder before starting them"
+        )
+    # A second run into an existing folder stops here, before any work; this
+    # one holds the lock to its end. A multi-worker cluster's workers share
+    # --out: its chief alone takes the lock, in train_preset_dir.
+    locked = not shared and os.path.isdir(args.out)
+    with run_lock(args.out) if locked else contextlib.nullcontext():
+        return _run(args, check_out=not shared)
+
+
+def _run(args, check_out):
     from keras_tf.cli.corpus_files import read_tsv_option
     from keras_tf.cli.model_dir import check_model_dir, check_preset
+    from keras_tf.cli.targets import check_target, clear_folder
+    from keras_tf.option_error import OptionError
     from keras_tf.training.preset_dir import check_same_options, train_preset_dir
 
     mixed_precision = MIXED_PRECISION.get(args.mixed_precision)
@@ -144,23 +172,36 @@ def run(args):
     check_preset(args.preset)
     if args.init_from is not None:
         check_model_dir(args.init_from, option="--init-from")
-    else:
-        check_same_options(
-            args.out,
-            {
-                "preset": args.preset,
-                "dropout": args.dropout,
-                "tokenizer": args.tokenizer,
-                "vocabulary_size": args.vocabulary_size,
-                "max_length": args.max_length,
-                "mixed_precision": mixed_precision,
-                "gradient_accumulation_steps": args.gradient_accumulation_steps,
-            },
-        )
+    replace = check_out and check_target(
+        args.out, "--out", args.overwrite, "holds files that are not a keras-tf run", ours=_is_a_run
+    )
+    if args.init_from is None and not replace:
+        try:
+            check_same_options(
+                args.out,
+                {
+                    "preset": args.preset,
+                    "dropout": args.dropout,
+                    "tokenizer": args.tokenizer,
+                    "vocabulary_size": args.vocabulary_size,
+                    "max_length": args.max_length,
+                    "mixed_precision": mixed_precision,
+                    "gradient_accumulation_steps": args.gradient_accumulation_steps,
+                },
+            )
+        except OptionError as error:
+            if not args.overwrite:
+                raise UserError(
+                    f"{error.as_flags()}, or pass --overwrite to replace it (its files are "
+                    "deleted)"
+                ) from None
+            replace = True
     train_corpus = read_tsv_option(args.train, "--train", args.skip_bad_lines)
     valid_corpus = None
     if args.valid:
         valid_corpus = read_tsv_option(args.valid, "--valid", args.skip_bad_lines)
+    if replace:  # only now that the inputs are read
+        clear_folder(args.out)
     start = time.perf_counter()
     _, history = train_preset_dir(
         args.out,
@@ -196,3 +237,21 @@ def run(args):
         file=sys.stderr,
     )
     return 0
+
+
+def _is_a_run(path):
+    """Whether the non-empty folder `path` is a `train` run: one to resume, if its options agree.
+
+    A run writes options.json before its first step; a run killed earlier
+    leaves its learned tokenizers alone (and perhaps a staging folder).
+    """
+    from keras_tf.training.preset_dir import OPTIONS_FILE, TOKENIZERS_DIR
+    from keras_tf.training.run_lock import LOCK_FILE
+
+    if os.path.isfile(os.path.join(path, OPTIONS_FILE)):
+        return True
+    names = set(os.listdir(path)) - {LOCK_FILE}
+    names = {name for name in names if not name.startswith(".partial-")}  # a killed write
+    return names == {TOKENIZERS_DIR} and os.path.isfile(
+        os.path.join(path, TOKENIZERS_DIR, "tokenizers.json")
+    )

@@ -4,7 +4,8 @@
     keras-tf translate --model run1 --beam-size 1 < sentences.txt > translations.txt
 
 Lines are read and translated --batch-size at a time (each line as soon as
-it is typed, in a terminal). An empty line gives an empty line. A line longer
+it is typed, in a terminal). Lines end at "\n" (or "\r\n") only: a lone CR
+stays inside its line. An empty line gives an empty line. A line longer
 than the model's max_source_length is translated from its first pieces, and
 stderr says which lines were cut.
 """
@@ -14,7 +15,7 @@ import itertools
 import logging
 import sys
 
-from keras_tf.cli.errors import int_in_range
+from keras_tf.cli.errors import UserError, int_in_range
 from keras_tf.cli.model_dir import add_quantize_argument
 
 
@@ -36,8 +37,14 @@ def add_arguments(parser):
 
 
 def read_batches(stream, batch_size):
-    """Lists of at most `batch_size` lines of `stream`, without their line endings."""
-    lines = (line.rstrip("\r\n") for line in stream)
+    """Lists of at most `batch_size` lines of `stream`, without their line endings.
+
+    `stream` must split lines at "\\n" only (`newline="\\n"`), as the
+    corpus readers do: a lone CR stays inside its line.
+    """
+    from keras_tf.text.corpora import strip_line_end
+
+    lines = (strip_line_end(line) for line in stream)
     while batch := list(itertools.islice(lines, batch_size)):
         yield batch
 
@@ -52,6 +59,11 @@ def run(args):
         translate_in_batches,
     )
 
+    if sys.stdin is None:  # `keras-tf translate <&-`: Python has no stdin to give
+        raise UserError(
+            "stdin is closed; give the sentences on it, one a line: "
+            f"keras-tf translate --model {args.model} < sentences.txt"
+        )
     check_model_dir(args.model)
     trained = load_model_dir(args.model, quantize=args.quantize)
     translator = trained.translator
@@ -61,7 +73,10 @@ def run(args):
     stdin = sys.stdin
     if hasattr(stdin, "buffer"):
         # Bytes that are not UTF-8 become U+FFFD, as in the export, not an error.
-        stdin = io.TextIOWrapper(stdin.buffer, encoding="utf-8", errors="replace")
+        # Lines end at "\n" only: a lone CR is part of its line.
+        stdin = io.TextIOWrapper(
+            stdin.buffer, encoding="utf-8", errors="replace", newline="\n"
+        )
     done = 0
     overlong = []  # line numbers, from 1
     for batch in read_batches(stdin, batch_size):

@@ -186,12 +186,22 @@ def _decode(raw, origin, line, unit="line"):
         ) from None
 
 
-def _strip_newline(raw):
-    if raw.endswith(b"\r\n"):
-        return raw[:-2]
-    if raw.endswith(b"\n"):
-        return raw[:-1]
-    return raw
+def strip_line_end(line):
+    """`line` (`bytes` or `str`) without its ending `\\n` or `\\r\\n`; any other CR stays.
+
+    Lines end at `\\n` only, in every reader of the package: a lone CR is a
+    character of its line, not a line break.
+
+    Example:
+        >>> strip_line_end("a\\rb\\r\\n"), strip_line_end(b"c\\n")
+        ('a\\rb', b'c')
+    """
+    newline, cr = (b"\n", b"\r") if isinstance(line, bytes) else ("\n", "\r")
+    if line.endswith(newline):
+        line = line[:-1]
+        if line.endswith(cr):
+            line = line[:-1]
+    return line
 
 
 def _check_sides(source, target, origin, line, unit="line"):
@@ -271,7 +281,7 @@ def read_tsv(path, *, on_error="raise"):
     collector = _Collector(origin, on_error)
 
     def parse(raw, line):
-        raw = _strip_newline(raw)
+        raw = strip_line_end(raw)
         if line == 1 and raw.startswith(b"\xef\xbb\xbf"):
             raw = raw[3:]
         text = _decode(raw, origin, line)
@@ -328,8 +338,8 @@ def read_aligned(source_path, target_path, *, on_error="raise"):
     collector = _Collector(f"{source_origin} + {target_origin}", on_error)
 
     def parse(raw_source, raw_target, line):
-        source = _decode(_strip_newline(raw_source), source_origin, line)
-        target = _decode(_strip_newline(raw_target), target_origin, line)
+        source = _decode(strip_line_end(raw_source), source_origin, line)
+        target = _decode(strip_line_end(raw_target), target_origin, line)
         source, target = source.strip(), target.strip()
         if not source:
             raise CorpusError(

@@ -25,6 +25,7 @@ import sys
 
 from keras_tf.atomic_files import read_json, write_json
 from keras_tf.option_error import OptionError
+from keras_tf.training.run_lock import RunLockedError, run_lock
 from keras_tf.translation import presets
 from keras_tf.translation.presets import (
     HISTORY_FILE,  # noqa: F401  (keras_tf.cli reads it from here)
@@ -113,17 +114,22 @@ def train_preset_dir(out_dir, *args, **kwargs):
     directory again if it made it: no half-made directory is left behind.
     The arguments are those of `_train_preset_dir`.
     """
-    with _removed_if_no_epoch_finishes(out_dir):
-        return _train_preset_dir(out_dir, *args, **kwargs)
+    with _removed_if_no_epoch_finishes(out_dir), contextlib.ExitStack() as run_locks:
+        return _train_preset_dir(out_dir, *args, run_locks=run_locks, **kwargs)
 
 
 @contextlib.contextmanager
 def _removed_if_no_epoch_finishes(out_dir):
     """Create `out_dir`; delete it if this call made it and fails before an epoch is backed up."""
-    created = not os.path.exists(out_dir)
-    os.makedirs(out_dir, exist_ok=True)
+    try:
+        os.makedirs(out_dir)  # atomic: of two runs started at once, one made it
+        created = True
+    except FileExistsError:
+        created = False
     try:
         yield
+    except RunLockedError:
+        raise  # the folder is another run's
     except BaseException:
         if created and not os.path.exists(os.path.join(out_dir, presets.BACKUP_DIR, "state.json")):
             shutil.rmtree(out_dir, ignore_errors=True)
@@ -156,6 +162,7 @@ def _train_preset_dir(
     keep_checkpoints=1,
     init_from=None,
     verbose="auto",
+    run_locks=None,
 ):
     """Learn tokenizers, then train a preset with `keras_tf.training.train`; resume if begun.
 
@@ -209,6 +216,8 @@ def _train_preset_dir(
             `tokenizer`, `vocabulary_size` and `max_length` are ignored.
             Defaults to None: learn tokenizers, fresh weights.
         verbose: passed to `model.fit`.
+        run_locks: a `contextlib.ExitStack` that holds the chief's
+            `run_lock(out_dir)` until the run ends.
 
     Returns:
         `(translator, history)`: the best model as a `Seq2SeqTranslator`
@@ -283,6 +292,8 @@ def _train_preset_dir(
     # which learning the tokenizers runs.
     strategy = make_strategy(strategy)
     chief = is_chief(strategy)
+    if chief and run_locks is not None:  # one run writes here at a time (workers write elsewhere)
+        run_locks.enter_context(run_lock(out_dir))
     if initial is not None:
         decoding = initial.decoding
         if chief and not os.path.exists(os.path.join(out_dir, TOKENIZERS_DIR)):

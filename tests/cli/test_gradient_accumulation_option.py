@@ -48,7 +48,8 @@ def test_a_resume_with_another_n_stops_before_reading_the_corpus(tmp_path, monke
     assert line == (
         f"keras-tf train: error: --gradient-accumulation-steps 2: {out} holds a run made with "
         "other options (gradient-accumulation-steps 4 before, 2 now); repeat them to resume, "
-        "or train into a new directory"
+        "or train into a new directory, or pass --overwrite to replace it (its files are "
+        "deleted)"
     )
     # Written before the option existed, options.json stands for N = 1.
     del first["gradient_accumulation_steps"]

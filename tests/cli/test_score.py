@@ -32,3 +32,35 @@ def test_score_is_minus_the_summed_cross_entropy(untrained_model_dir, corpus, ca
         assert int(tokens) == labels.row_lengths()[0]
         np.testing.assert_allclose(float(score), -mean * int(tokens), rtol=1e-4, atol=1e-3)
     assert tf.reduce_all(tf.constant([float(line.split("\t")[0]) < 0 for line in lines]))
+
+
+def test_score_counts_the_pairs_it_cut(untrained_model_dir, tmp_path, capsys):
+    # max_source_length = max_target_length = 16: 40 words are cut on either side.
+    long = " ".join(["red cat"] * 20)
+    pairs = tmp_path / "pairs.tsv"
+    pairs.write_text(f"red cat\tchat rouge\n{long}\tchat\nred\t{long}\n{long}\t{long}\n",
+                     encoding="utf-8")
+    assert main(["score", "--model", untrained_model_dir, "--pairs", str(pairs)]) == 0
+    captured = capsys.readouterr()
+    assert len(captured.out.splitlines()) == 4
+    lines = [line for line in captured.err.splitlines() if "lines read" not in line]
+    assert len(lines) == 1, captured.err
+    assert lines[0].startswith("3 of 4 pairs were cut to fit the model: 2 sources longer than "
+                               "max_source_length=16"), lines[0]
+    assert "2 targets longer than max_target_length=16" in lines[0], lines[0]
+    assert "pairs 2, 3, 4" in lines[0], lines[0]
+
+    # Nothing cut, nothing said.
+    pairs.write_text("red cat\tchat rouge\n", encoding="utf-8")
+    assert main(["score", "--model", untrained_model_dir, "--pairs", str(pairs)]) == 0
+    assert "cut" not in capsys.readouterr().err
+
+
+def test_score_help_says_what_is_scored(capsys):
+    import pytest
+
+    with pytest.raises(SystemExit):
+        main(["score", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "the whole target" not in text
+    assert "max_target_length - 1" in text and "stderr counts" in text
