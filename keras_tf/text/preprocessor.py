@@ -13,6 +13,7 @@ translation and the exported SavedModel:
       -> translation                             detokenize, up to the first END
 """
 
+import functools
 import warnings
 
 import tensorflow as tf
@@ -170,8 +171,10 @@ class Seq2SeqPreprocessor:
         length = max_source_length or self.max_source_length
         graphs = self.__dict__.setdefault("_generation_graphs", {})
         if length not in graphs:
+            # A partial, not a closure: TensorFlow counts retracing by the
+            # function's code, which the closures of every preprocessor share.
             graphs[length] = tf.function(
-                lambda ids: self.encoder_tokens(ids, length),
+                functools.partial(self.encoder_tokens, max_source_length=length),
                 input_signature=[tf.RaggedTensorSpec([None, None], tf.int32, ragged_rank=1)],
             )
         return graphs[length](source_ids)

@@ -44,7 +44,7 @@ def test_average_then_fine_tune(trained_run, tmp_path, corpus, capsys):
             == pathlib.Path(os.path.join(run, "decoding.json")).read_bytes())
     # A model that decodes its own way (an imported OPUS-MT model, say) keeps it when fine-tuned.
     own_way = DecodingConfig(method="beam", beam_size=3, length_penalty=1.0,
-                             length_penalty_style="power", max_length=20)
+                             length_penalty_style="power", max_length=12)
     presets.write_decoding(averaged, own_way)
     assert Seq2SeqTranslator.from_preset(averaged).decoding == own_way
 

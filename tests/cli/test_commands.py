@@ -29,9 +29,9 @@ def test_train_then_evaluate_translate_export(trained_run, tmp_path, corpus, cap
     for name in ("model.keras", "config.json", "options.json", "history.csv",
                  "tokenizers/tokenizers.json", "backup/state.json"):
         assert os.path.isfile(os.path.join(out, name)), name
-    config = json.load(open(os.path.join(out, "config.json")))
+    config = json.loads(pathlib.Path(os.path.join(out, "config.json")).read_text())
     assert config["d_model"] == 32 and config["max_source_length"] == 16
-    assert json.load(open(os.path.join(out, "backup", "state.json")))["epoch"] == 2
+    assert json.loads(pathlib.Path(os.path.join(out, "backup", "state.json")).read_text())["epoch"] == 2
 
     # The logged validation BLEU and chrF: sentences of 1-3 words hold no
     # 4-grams, so a good model's corpus BLEU may be 0; chrF shows the learning.
