@@ -8,7 +8,7 @@
 without a trailing version number the next free version is used. The
 signature `serving_default` takes `text` (string [batch]) and returns
 `translation` (string [batch]) and `score` (float [batch]); the decoding
-(--beam-size) is fixed at export time. --xla compiles the generation with
+(--beam-size, --max-length, --length-penalty) is fixed at export time. --xla compiles the generation with
 XLA, for servers started with --xla_cpu_compilation_enabled (or the GPU
 flag); see docs/serving.md.
 """
@@ -28,10 +28,24 @@ def add_arguments(parser):
         "--beam-size", metavar="N", type=int_in_range(1), default=4,
         help="1 for greedy decoding; default: 4, the paper's",
     )
+    parser.add_argument(
+        "--max-length", metavar="N", type=int_in_range(1), default=None,
+        help="the most target tokens per translation, END included; default: the preset's "
+        "(decoding.json), else the model's max_target_length",
+    )
+    parser.add_argument(
+        "--length-penalty", metavar="A", type=float, default=None,
+        help="beam search's length penalty alpha, in the preset's style (GNMT or len^alpha); "
+        "default: the preset's (decoding.json), else 0.6",
+    )
     add_quantize_argument(parser)
     parser.add_argument(
         "--xla", action="store_true",
         help="compile the generation with XLA (needs TF Serving's XLA flag)",
+    )
+    parser.add_argument(
+        "--no-warmup", dest="warmup", action="store_false",
+        help="write no TF Serving warm-up requests (assets.extra/tf_serving_warmup_requests)",
     )
 
 
@@ -63,11 +77,20 @@ def run(args):
             "pass a new version number"
         )
     trained = load_model_dir(args.model, quantize=args.quantize)
+    longest = trained.translator.config.max_target_length
+    if args.max_length is not None and args.max_length > longest:
+        raise UserError(
+            f"--max-length: {args.max_length} is beyond the model's max_target_length={longest}"
+        )
     path = trained.translator.export(
         model_base_path,
         version=version,
-        decoding=decoding_for(args.beam_size, trained.translator.decoding),
+        decoding=decoding_for(
+            args.beam_size, trained.translator.decoding,
+            max_length=args.max_length, length_penalty=args.length_penalty,
+        ),
         xla=args.xla,
+        warmup=args.warmup,
     )
     print(path)
     return 0

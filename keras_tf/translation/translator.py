@@ -643,11 +643,14 @@ class Seq2SeqTranslator(TokenMeanLossTracking, keras.Model):
             translation=preprocessor.detokenize(tf.constant(generated[None])).numpy()[0].decode(),
         )
 
-    def export(self, model_base_path, *, version=None, decoding=None, xla=False, **fields):
+    def export(self, model_base_path, *, version=None, decoding=None, xla=False, warmup=True,
+               **fields):
         """Write a string-in, string-out SavedModel for TF Serving: `keras_tf.serving.export`.
 
         The export traces the steps of `generate` with this translator's
-        tokenizers and `decoding` (greedy or beam search).
+        tokenizers and `decoding` (greedy or beam search). `warmup=True`
+        (default) writes TF Serving's warm-up requests into
+        `assets.extra/`; `warmup=False` skips them.
 
         Returns:
             The export folder, `<model_base_path>/<version>`.
@@ -663,6 +666,7 @@ class Seq2SeqTranslator(TokenMeanLossTracking, keras.Model):
             version=version,
             decoding=self.resolve_decoding(decoding, **fields),
             xla=xla,
+            warmup=warmup,
         )
 
     def quantize(self, mode=None, config=None, **kwargs):
