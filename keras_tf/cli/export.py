@@ -1,8 +1,9 @@
-"""Export a trained model as a string-in, string-out SavedModel for TF Serving.
+"""Export a trained model as a string-in, string-out SavedModel for TF Serving, or for CTranslate2.
 
     keras-tf export --model run1 --out models/translator/1
     docker run -p 8501:8501 -v "$PWD/models/translator:/models/translator" \
         -e MODEL_NAME=translator tensorflow/serving
+    keras-tf export --model run1 --format ctranslate2 --quantize int8 --out translator_ct2
 
 --out is BASE/NAME/VERSION, the layout TF Serving polls (serve BASE/NAME);
 without a trailing version number the next free version is used. The
@@ -10,9 +11,12 @@ signature `serving_default` takes `text` (string [batch]) and returns
 `translation` (string [batch]) and `score` (float [batch]); the decoding
 (--beam-size, --max-length, --length-penalty) is fixed at export time. --xla compiles the generation with
 XLA, for servers started with --xla_cpu_compilation_enabled (or the GPU
-flag); see docs/serving.md.
+flag); see docs/serving.md. --format ctranslate2 writes a CTranslate2 model
+directory (--out DIR) with the tokenizers (needs the ctranslate2 package);
+--quantize int8 then gives CTranslate2's int8 weights.
 """
 
+import importlib.util
 import os
 
 from keras_tf.cli.errors import UserError, int_in_range
@@ -22,7 +26,12 @@ from keras_tf.cli.model_dir import add_quantize_argument
 def add_arguments(parser):
     parser.add_argument("--model", required=True, metavar="DIR", help="from keras-tf train")
     parser.add_argument(
-        "--out", required=True, metavar="BASE/NAME/VERSION", help="where the SavedModel goes"
+        "--out", required=True, metavar="BASE/NAME/VERSION",
+        help="where the SavedModel goes; with --format ctranslate2, a new directory",
+    )
+    parser.add_argument(
+        "--format", choices=FORMATS, default="savedmodel",
+        help="savedmodel (TF Serving) or ctranslate2; default: savedmodel",
     )
     parser.add_argument(
         "--beam-size", metavar="N", type=int_in_range(1), default=4,
@@ -49,6 +58,10 @@ def add_arguments(parser):
     )
 
 
+FORMATS = ("savedmodel", "ctranslate2")
+CTRANSLATE2_HINT = 'pip install "keras-tf[ctranslate2]"'
+
+
 def split_version(out):
     """`(model_base_path, version)` of `BASE/NAME/VERSION`; version None without a number.
 
@@ -70,6 +83,8 @@ def run(args):
     from keras_tf.cli.model_dir import check_model_dir, load_model_dir
 
     check_model_dir(args.model)
+    if args.format == "ctranslate2":
+        return run_ctranslate2(args)
     model_base_path, version = split_version(args.out)
     if version is not None and os.path.exists(os.path.join(model_base_path, str(version))):
         raise UserError(
@@ -77,11 +92,7 @@ def run(args):
             "pass a new version number"
         )
     trained = load_model_dir(args.model, quantize=args.quantize)
-    longest = trained.translator.config.max_target_length
-    if args.max_length is not None and args.max_length > longest:
-        raise UserError(
-            f"--max-length: {args.max_length} is beyond the model's max_target_length={longest}"
-        )
+    check_max_length(args, trained.translator)
     path = trained.translator.export(
         model_base_path,
         version=version,
@@ -93,4 +104,34 @@ def run(args):
         warmup=args.warmup,
     )
     print(path)
+    return 0
+
+
+def check_max_length(args, translator):
+    longest = translator.config.max_target_length
+    if args.max_length is not None and args.max_length > longest:
+        raise UserError(
+            f"--max-length: {args.max_length} is beyond the model's max_target_length={longest}"
+        )
+
+
+def run_ctranslate2(args):
+    """The CTranslate2 directory: the float32 model, converted (and quantized) by CTranslate2."""
+    from keras_tf.cli.batch_translation import decoding_for
+    from keras_tf.cli.model_dir import load_model_dir
+
+    if importlib.util.find_spec("ctranslate2") is None:
+        raise UserError(f"--format ctranslate2 needs the ctranslate2 package ({CTRANSLATE2_HINT})")
+    if args.xla:
+        raise UserError("--xla applies to the SavedModel; CTranslate2 has no XLA")
+    if os.path.isdir(args.out) and os.listdir(args.out) or os.path.isfile(args.out):
+        raise UserError(f"--out: {args.out} exists; pass a new directory")
+    trained = load_model_dir(args.model)
+    check_max_length(args, trained.translator)
+    translator = trained.translator
+    decoding = decoding_for(
+        args.beam_size, translator.decoding,
+        max_length=args.max_length, length_penalty=args.length_penalty,
+    )
+    print(translator.export_ctranslate2(args.out, quantization=args.quantize, decoding=decoding))
     return 0

@@ -1,6 +1,9 @@
-"""Convert a float32 `Seq2SeqTransformer` to a CTranslate2 model: the decoding benchmark's peer.
+"""CTranslate2 export: a `Seq2SeqTransformer` as a CTranslate2 model directory, with its tokenizers.
 
-Our own converter, written against CTranslate2's Python spec API
+`export_ctranslate2` writes a directory that `ctranslate2.Translator` loads
+and `translate` turns into strings with the tokenizers saved beside it;
+greedy search gives `Seq2SeqTranslator.generate`'s strings. The converter is
+our own, written against CTranslate2's Python spec API
 (`ctranslate2.specs.TransformerSpec`), from the model in memory:
 
     keras_tf                                 CTranslate2 TransformerSpec
@@ -21,28 +24,48 @@ Our own converter, written against CTranslate2's Python spec API
 Teacher-forced log-probabilities equal ours within 1e-6 on transformer_tiny
 with each of: post-norm, pre-norm, gelu, silu, untied output layer, output
 bias, concatenated sinusoids (random weights, biases and norms); 2e-6 on
-bench-small (`decode_speed.py --ctranslate2` checks it every run).
+bench-small (`benchmarks/decode_speed.py --ctranslate2` checks it every run).
 
 Token names. CTranslate2 reads tokens as strings; `token_names` gives id i
 the name "t{i}", except our reserved ids, which take CTranslate2's names of
 the same roles (`CT2_RESERVED_TOKENS`), so that its decoder starts from our
 START_ID and stops at our END_ID. Nothing is added to the source
-(add_source_bos = add_source_eos = False), as our model gets it as given.
+(add_source_bos = add_source_eos = False): `translate` frames it as our
+preprocessor does (the first max_source_length - 1 pieces, then END).
 
-Usage (the decoding benchmark calls it; `decode_speed.py --ctranslate2`):
-    >>> convert(model, "/tmp/ct2_fp32")                         # doctest: +SKIP
-    >>> convert(model, "/tmp/ct2_int8", quantization="int8")    # doctest: +SKIP
+The directory `export_ctranslate2` writes:
+
+    model.bin, config.json, *_vocabulary.json   CTranslate2's own files
+    tokenizers/                                 `Seq2SeqTokenizers.save`
+    keras_tf_ctranslate2.json                   the token names and the decoding limits
+    README.md                                   how to translate strings with it
+
+CTranslate2 is an optional extra (`pip install "keras-tf[ctranslate2]"`).
 """
 
+import json
 import os
 
 import numpy as np
-from ctranslate2.converters import Converter
-from ctranslate2.specs import common_spec, transformer_spec
 from keras import ops
 
+INSTALL_HINT = 'pip install "keras-tf[ctranslate2]", or pip install "ctranslate2>=4.5"'
+
+try:
+    import ctranslate2
+    from ctranslate2.converters import Converter
+    from ctranslate2.specs import common_spec, transformer_spec
+except ImportError:
+    raise ModuleNotFoundError(
+        f"keras_tf.serving.ctranslate2 needs the ctranslate2 package ({INSTALL_HINT})",
+        name="ctranslate2",
+    ) from None
+
+from keras_tf.atomic_files import write_atomically, write_json
 from keras_tf.layers.positional_embedding import sinusoidal_encoding
-from keras_tf.models.config import END_ID, PAD_ID, START_ID, UNK_ID
+from keras_tf.special_tokens import END_ID, PAD_ID, START_ID, UNK_ID
+from keras_tf.text.preprocessor import Seq2SeqPreprocessor, as_string_tensor
+from keras_tf.text.tokenizers import Seq2SeqTokenizers
 
 # Our reserved ids under CTranslate2's names for the same roles.
 CT2_RESERVED_TOKENS = {PAD_ID: "<blank>", UNK_ID: "<unk>", START_ID: "<s>", END_ID: "</s>"}
@@ -195,8 +218,18 @@ class Seq2SeqTransformerConverter(Converter):
         return spec
 
 
+def _check_quantization(quantization):
+    if quantization not in QUANTIZATIONS:
+        raise ValueError(
+            f"quantization must be one of {QUANTIZATIONS}; received quantization={quantization!r}"
+        )
+
+
 def convert(model, output_dir, quantization=None):
-    """Write `model` as a CTranslate2 model directory, replacing one already there.
+    """Write `model` alone (no tokenizers) as a CTranslate2 model directory, replacing one there.
+
+    The decoding benchmark's peer, which feeds token names itself;
+    `export_ctranslate2` writes the directory for users.
 
     Args:
         model: a float32 `Seq2SeqTransformer`.
@@ -207,41 +240,192 @@ def convert(model, output_dir, quantization=None):
     Returns:
         `output_dir`.
     """
-    if quantization not in QUANTIZATIONS:
-        raise ValueError(
-            f"quantization must be one of {QUANTIZATIONS}; received quantization={quantization!r}"
-        )
+    _check_quantization(quantization)
     return Seq2SeqTransformerConverter(model).convert(
         os.fspath(output_dir), quantization=quantization, force=True
     )
 
 
+# --- The directory for users: model, tokenizers, token names, limits ---
+
+CONFIG_FILENAME = "keras_tf_ctranslate2.json"
+TOKENIZERS_DIRNAME = "tokenizers"
+README_FILENAME = "README.md"
+FORMAT_VERSION = 1
 # Never picked, as `keras_tf.decoding.greedy.exclude_unpickable` never picks them.
 UNPICKABLE = [[CT2_RESERVED_TOKENS[PAD_ID]], [CT2_RESERVED_TOKENS[START_ID]]]
 
+_README = """\
+# A keras_tf translator as a CTranslate2 model
 
-def translate(translator, source_names, length, beam_size=1):
-    """Exactly `length` new tokens per source from a CTranslate2 `Translator`: int32 ids `[batch, length]`.
+CTranslate2 translates tokens (strings). Here token id i of keras_tf's
+tokenizers (saved in `tokenizers/`) is named "t<i>", except the reserved ids:
+{reserved}. A source is its subword ids, at most {max_source_pieces}, then
+`</s>` (id 3); nothing else is added. Greedy search gives keras_tf's strings:
 
-    CTranslate2's decoding lengths count the generated tokens, neither the
-    start token nor the end token (which min_decoding_length keeps from being
-    picked); the lengths are checked. Beam search returns its best hypothesis.
+    from keras_tf.serving.ctranslate2 import translate
+    translate("{name}", ["a sentence to translate"])
+
+or by hand, with `ctranslate2.Translator(path).translate_batch(names,
+beam_size=1, max_decoding_length={max_length}, suppress_sequences=[["<blank>"], ["<s>"]])`,
+then the hypotheses' names back to ids, then the target tokenizer's detokenize.
+`keras_tf_ctranslate2.json` records the names and the decoding limits.
+"""
+
+
+
+def export_ctranslate2(model, tokenizers, output_dir, *, decoding, quantization=None):
+    """Write a CTranslate2 model directory holding `model`, its tokenizers and how to use them.
+
+    The directory is written beside its final name and renamed into place;
+    an existing non-empty directory is refused.
 
     Args:
-        translator: a `ctranslate2.Translator` of a converted model.
-        source_names: `token_names(source_ids)`.
-        length: the number of new tokens.
-        beam_size: 1 for greedy search.
+        model: a float32 `Seq2SeqTransformer`.
+        tokenizers: its `Seq2SeqTokenizers`, saved into `tokenizers/`.
+        output_dir: the directory to create.
+        decoding: the resolved `DecodingConfig` whose limits `translate` uses
+            (`max_length`, `max_source_length`; beam size and length penalty
+            as defaults).
+        quantization: None (float32 weights, default) or "int8"
+            (CTranslate2's int8 weights, one scale per output row).
+
+    Returns:
+        `output_dir`.
+
+    Example:
+        >>> translator.export_ctranslate2("/tmp/translator_ct2")  # doctest: +SKIP
+        >>> translate("/tmp/translator_ct2", ["open the file"])    # doctest: +SKIP
+        ['ouvrir le fichier']
     """
-    results = translator.translate_batch(
-        source_names,
-        beam_size=beam_size,
-        min_decoding_length=length,
-        max_decoding_length=length,
-        suppress_sequences=UNPICKABLE,
+    _check_quantization(quantization)
+    output_dir = os.fspath(output_dir)
+    if os.path.isdir(output_dir) and os.listdir(output_dir):
+        raise FileExistsError(f"{output_dir} exists and is not empty; pass a new directory")
+    if os.path.exists(output_dir) and not os.path.isdir(output_dir):
+        raise FileExistsError(f"{output_dir} exists and is not a directory")
+    converter = Seq2SeqTransformerConverter(model)
+    c = model.config
+    config = {
+        "format_version": FORMAT_VERSION,
+        "quantization": quantization,
+        "token_names": {
+            "rule": "token id i is named t<i>, except the reserved ids",
+            "reserved": {str(i): name for i, name in sorted(CT2_RESERVED_TOKENS.items())},
+        },
+        "source": "the first max_source_length - 1 subword ids, then </s>; nothing else added",
+        "tokenizers": TOKENIZERS_DIRNAME,
+        "beam_size": decoding.beam_size,
+        "length_penalty": decoding.length_penalty,
+        "length_penalty_style": decoding.length_penalty_style,
+        "max_length": decoding.max_length,
+        "max_source_length": decoding.max_source_length,
+        "model": c.to_dict(),
+    }
+    readme = _README.format(
+        reserved=", ".join(f"{i} `{n}`" for i, n in sorted(CT2_RESERVED_TOKENS.items())),
+        max_source_pieces=decoding.max_source_length - 1,
+        max_length=decoding.max_length,
+        name=output_dir,
     )
-    hypotheses = [result.hypotheses[0] for result in results]
-    lengths = sorted({len(tokens) for tokens in hypotheses})
-    if lengths != [length]:
-        raise AssertionError(f"CTranslate2 returned {lengths} tokens; expected exactly {length}")
-    return token_ids(hypotheses)
+
+    def write(folder):
+        converter.convert(folder, quantization=quantization, force=True)
+        tokenizers.save(os.path.join(folder, TOKENIZERS_DIRNAME))
+        write_json(os.path.join(folder, CONFIG_FILENAME), config)
+        with open(os.path.join(folder, README_FILENAME), "w", encoding="utf-8") as file:
+            file.write(readme)
+
+    parent = os.path.dirname(os.path.abspath(output_dir))
+    os.makedirs(parent, exist_ok=True)
+    if os.path.isdir(output_dir):
+        os.rmdir(output_dir)  # empty, checked above
+    write_atomically(output_dir, write)
+    return output_dir
+
+
+def read_ctranslate2_config(ct2_dir):
+    """The settings `export_ctranslate2` recorded in `keras_tf_ctranslate2.json`, as a dict."""
+    path = os.path.join(os.fspath(ct2_dir), CONFIG_FILENAME)
+    if not os.path.isfile(path):
+        raise FileNotFoundError(
+            f"No {CONFIG_FILENAME} in {ct2_dir}; is it a keras_tf CTranslate2 export?"
+        )
+    with open(path, encoding="utf-8") as file:
+        return json.load(file)
+
+
+class CTranslate2Translator:
+    """Strings in, strings out through a CTranslate2 model that `export_ctranslate2` wrote.
+
+    Args:
+        ct2_dir: the exported directory.
+        device: CTranslate2's device, "cpu" (default) or "cuda".
+        compute_type: CTranslate2's compute type. Defaults to "default":
+            the type the model was saved with.
+        **kwargs: more `ctranslate2.Translator` arguments (`inter_threads`,
+            `intra_threads`, ...).
+
+    Example:
+        >>> ct2 = CTranslate2Translator("/tmp/translator_ct2")  # doctest: +SKIP
+        >>> ct2.translate(["open the file"], beam_size=1)       # doctest: +SKIP
+        ['ouvrir le fichier']
+    """
+
+    def __init__(self, ct2_dir, device="cpu", compute_type="default", **kwargs):
+        self.config = read_ctranslate2_config(ct2_dir)
+        self.tokenizers = Seq2SeqTokenizers.load(
+            os.path.join(os.fspath(ct2_dir), self.config["tokenizers"])
+        )
+        self.preprocessor = Seq2SeqPreprocessor(
+            self.tokenizers, self.config["max_source_length"], self.config["max_length"]
+        )
+        self.translator = ctranslate2.Translator(
+            os.fspath(ct2_dir), device=device, compute_type=compute_type, **kwargs
+        )
+
+    def translate(self, texts, beam_size=None, max_length=None, **kwargs):
+        """Translate `texts` (a list of str); greedy with `beam_size=1`.
+
+        Args:
+            texts: the sources.
+            beam_size: Defaults to None: the exported setting.
+            max_length: the most target tokens, END included. Defaults to
+                None: the exported setting.
+            **kwargs: more `translate_batch` arguments.
+
+        Returns:
+            A list of str; an empty source gives "".
+        """
+        beam_size = self.config["beam_size"] if beam_size is None else beam_size
+        max_length = self.config["max_length"] if max_length is None else max_length
+        strings = as_string_tensor(texts)
+        source_ids = self.preprocessor.source_ids(strings)
+        tokens = self.preprocessor.encoder_tokens(source_ids).numpy()
+        names = [[_name(int(i)) for i in row if i != PAD_ID] for row in tokens]
+        kwargs.setdefault("length_penalty", self.config["length_penalty"] if beam_size > 1 else 1)
+        results = self.translator.translate_batch(
+            names,
+            beam_size=beam_size,
+            max_decoding_length=max_length,
+            suppress_sequences=UNPICKABLE,
+            **kwargs,
+        ) if names else []
+        hypotheses = [result.hypotheses[0] for result in results]
+        width = max([len(h) for h in hypotheses] + [1])
+        ids = np.full((len(hypotheses), width), PAD_ID, np.int32)
+        for row, hypothesis in enumerate(hypotheses):
+            ids[row, : len(hypothesis)] = token_ids([hypothesis])[0]
+        empty = source_ids.row_lengths().numpy() == 0
+        ids[empty] = PAD_ID
+        return [t.decode("utf-8") for t in self.preprocessor.detokenize(ids).numpy().tolist()]
+
+
+def translate(ct2_dir, texts, **kwargs):
+    """`CTranslate2Translator(ct2_dir).translate(texts, **kwargs)`: strings from a CTranslate2 export.
+
+    Example:
+        >>> translate("/tmp/translator_ct2", ["open the file"])  # doctest: +SKIP
+        ['ouvrir le fichier']
+    """
+    return CTranslate2Translator(ct2_dir).translate(texts, **kwargs)

@@ -669,6 +669,36 @@ class Seq2SeqTranslator(TokenMeanLossTracking, keras.Model):
             warmup=warmup,
         )
 
+    def export_ctranslate2(self, path, quantization=None, *, decoding=None, **fields):
+        """Write a CTranslate2 model directory: `keras_tf.serving.ctranslate2.export_ctranslate2`.
+
+        The directory holds the model, this translator's tokenizers and the
+        decoding limits; `keras_tf.serving.ctranslate2.translate(path, texts,
+        beam_size=1)` gives `generate`'s greedy strings. Needs the
+        `ctranslate2` package (`pip install "keras-tf[ctranslate2]"`).
+
+        Args:
+            path: the directory to create (an existing one must be empty).
+            quantization: None (float32 weights, default) or "int8".
+            decoding: a `DecodingConfig` whose limits (`max_length`,
+                `max_source_length`) and beam settings the directory records.
+                Defaults to None: this translator's.
+            **fields: `DecodingConfig` fields that replace those of `decoding`.
+
+        Returns:
+            `path`.
+        """
+        # Deferred: ctranslate2 is an optional extra.
+        from keras_tf.serving.ctranslate2 import export_ctranslate2
+
+        return export_ctranslate2(
+            self.backbone,
+            self.preprocessor.tokenizers,
+            path,
+            decoding=self.resolve_decoding(decoding, **fields),
+            quantization=quantization,
+        )
+
     def quantize(self, mode=None, config=None, **kwargs):
         """Store the backbone's weights in int8 for decoding: `Seq2SeqTransformer.quantize`.
 
