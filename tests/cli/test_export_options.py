@@ -1,6 +1,8 @@
-"""`keras-tf export --max-length --length-penalty --no-warmup`: the settings the export records."""
+"""`keras-tf export` options: --max-length, --length-penalty, --no-warmup, and --format ctranslate2's errors."""
 
 import os
+
+import pytest
 
 from keras_tf.cli.main import main
 from keras_tf.serving.export import read_export_config
@@ -34,3 +36,17 @@ def test_a_max_length_beyond_the_model_is_a_one_line_error(untrained_model_dir, 
                  "--beam-size", "1", "--max-length", "99"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--max-length: 99 is beyond the model's max_target_length=16" in err
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--xla"], "--xla applies to the SavedModel; CTranslate2 has no XLA"),
+    ([], "exists; pass a new directory"),
+])
+def test_ctranslate2_option_errors_are_one_line(untrained_model_dir, capsys, tmp_path, extra,
+                                                message):
+    (tmp_path / "ct2").mkdir()
+    (tmp_path / "ct2" / "model.bin").write_bytes(b"")  # not empty: never overwritten
+    assert main(["export", "--model", untrained_model_dir, "--format", "ctranslate2",
+                 "--out", str(tmp_path / "ct2"), *extra]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("keras-tf export: error: ") and message in err
