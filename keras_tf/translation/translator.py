@@ -688,12 +688,14 @@ class Seq2SeqTranslator(TokenMeanLossTracking, keras.Model):
         Returns:
             `path`.
         """
-        # Deferred: ctranslate2 is an optional extra.
+        preprocessor = self._text_preprocessor()
+        # Deferred: ctranslate2 is an optional extra, and the export reads the
+        # tokenizers with TensorFlow, which a JAX user may not have.
         from keras_tf.serving.ctranslate2 import export_ctranslate2
 
         return export_ctranslate2(
             self.backbone,
-            self.preprocessor.tokenizers,
+            preprocessor.tokenizers,
             path,
             decoding=self.resolve_decoding(decoding, **fields),
             quantization=quantization,
