@@ -1,4 +1,4 @@
-"""Export a trained model as a string-in, string-out SavedModel for TF Serving, or for CTranslate2.
+"""Export a trained model for TF Serving (a string-in, string-out SavedModel) or for CTranslate2.
 
     keras-tf export --model run1 --out models/translator/1
     docker run -p 8501:8501 -v "$PWD/models/translator:/models/translator" \
@@ -9,11 +9,14 @@
 without a trailing version number the next free version is used. The
 signature `serving_default` takes `text` (string [batch]) and returns
 `translation` (string [batch]) and `score` (float [batch]); the decoding
-(--beam-size, --max-length, --length-penalty) is fixed at export time. --xla compiles the generation with
-XLA, for servers started with --xla_cpu_compilation_enabled (or the GPU
-flag); see docs/serving.md. --format ctranslate2 writes a CTranslate2 model
-directory (--out DIR) with the tokenizers (needs the ctranslate2 package);
---quantize int8 then gives CTranslate2's int8 weights.
+(--beam-size, --max-length, --length-penalty) is fixed at export time.
+--xla compiles the generation with XLA, for servers started with
+--xla_cpu_compilation_enabled (or the GPU flag); see docs/serving.md. The
+export holds TF Serving's warm-up requests (--no-warmup: none).
+
+--format ctranslate2 writes a CTranslate2 model directory (--out DIR) with
+the tokenizers (needs the ctranslate2 package); --quantize int8 then gives
+CTranslate2's int8 weights.
 """
 
 import importlib.util

@@ -273,7 +273,6 @@ then the hypotheses' names back to ids, then the target tokenizer's detokenize.
 """
 
 
-
 def export_ctranslate2(model, tokenizers, output_dir, *, decoding, quantization=None):
     """Write a CTranslate2 model directory holding `model`, its tokenizers and how to use them.
 
