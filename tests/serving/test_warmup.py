@@ -2,12 +2,18 @@
 
 import os
 
+import pytest
 import tensorflow as tf
 from tensorflow_serving.apis import prediction_log_pb2
 
 from keras_tf.buckets import source_bucket
-from keras_tf.serving.export import read_export_config
-from keras_tf.serving.warmup import WARMUP_BUCKETS, WARMUP_DIRNAME, WARMUP_FILENAME
+from keras_tf.serving.export import export, read_export_config
+from keras_tf.serving.warmup import (
+    WARMUP_BUCKETS,
+    WARMUP_DIRNAME,
+    WARMUP_FILENAME,
+    _prediction_log,
+)
 from tests.serving.conftest import MAX_SOURCE_LENGTH, MODEL_NAME
 
 
@@ -47,3 +53,19 @@ def test_warmup_records_parse_and_replay_through_the_loaded_savedmodel(greedy_ex
         }
         replies.extend(t.decode() for t in signature(**inputs)["translation"].numpy())
     assert replies == greedy_export.translator.generate(texts)
+
+
+def test_the_hand_encoder_writes_tensorflow_servings_bytes():
+    tensor = tf.make_tensor_proto(["open the file", "café"], dtype=tf.string, shape=[2])
+    log = prediction_log_pb2.PredictionLog()
+    request = log.predict_log.request
+    request.model_spec.name = "translator"
+    request.model_spec.signature_name = "serving_default"
+    request.inputs["text"].CopyFrom(tensor)
+    expected = log.SerializeToString(deterministic=True)
+    assert _prediction_log("translator", "serving_default", {"text": tensor}) == expected
+
+
+def test_warmup_must_be_a_bool(greedy_export):
+    with pytest.raises(TypeError, match="warmup must be True or False; received warmup='yes'"):
+        export(greedy_export.model, greedy_export.tokenizers, "unused", warmup="yes")
