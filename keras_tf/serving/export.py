@@ -18,6 +18,11 @@ TF Serving runs XLA only with its experimental `--xla_cpu_compilation_enabled`
 or `--xla_gpu_compilation_enabled` flag; without it every XLA compilation
 fails. So the default export holds no XLA op at all, and `xla=True` marks
 just the generation function `jit_compile`, for servers started with a flag.
+
+By default the export also holds TF Serving's warm-up requests
+(`assets.extra/tf_serving_warmup_requests`, `keras_tf.serving.warmup`): a
+few sentences of the shortest source buckets, which the server replays at
+load so that the first client does not pay for the runtime's first run.
 """
 
 import dataclasses
@@ -34,6 +39,7 @@ from tensorflow.core.protobuf import saved_model_pb2
 
 from keras_tf.buckets import source_buckets
 from keras_tf.decoding import DecodingConfig, decode_ids
+from keras_tf.serving.warmup import warmup_texts, write_warmup_requests
 from keras_tf.text.preprocessor import Seq2SeqPreprocessor, blank_empty_sources, pad_to_bucket
 from keras_tf.version import __version__
 
@@ -186,6 +192,7 @@ def export(
     version=None,
     decoding=None,
     xla=False,
+    warmup=True,
     **fields,
 ):
     """Write a string-in, string-out SavedModel to `<model_base_path>/<version>/`.
@@ -211,6 +218,9 @@ def export(
             by default. `True`: the generation function is compiled with
             XLA (`jit_compile`); serve it with `--xla_cpu_compilation_enabled`
             or `--xla_gpu_compilation_enabled`.
+        warmup: bool. `True` (default): write TF Serving's warm-up requests,
+            one `serving_default` request per short source bucket, to
+            `assets.extra/tf_serving_warmup_requests`. `False`: none.
 
     Returns:
         The export folder, `<model_base_path>/<version>`.
@@ -230,6 +240,8 @@ def export(
     exported = _exported(model, tokenizers, decoding, fields)
     if not isinstance(xla, bool):
         raise TypeError(f"xla must be True or False; received xla={xla!r}")
+    if not isinstance(warmup, bool):
+        raise TypeError(f"warmup must be True or False; received warmup={warmup!r}")
     model_base_path = os.fspath(model_base_path)
     existing = _versions(model_base_path)
     if version is None:
@@ -267,6 +279,7 @@ def export(
         "max_source_length": exported.decoding.max_source_length,
         "source_buckets": list(exported.source_buckets),
         "xla": xla,
+        "warmup": warmup,
         # "int8" after `Seq2SeqTransformer.quantize("int8")`, else None.
         "quantization": model.weight_quantization,
         "model": model.config.to_dict(),
@@ -296,6 +309,16 @@ def export(
             if needs_xla and not xla:
                 raise RuntimeError(
                     f"The export without XLA holds ops that only run under XLA: {needs_xla}"
+                )
+            if warmup:
+                texts = warmup_texts(
+                    exported.preprocessor,
+                    exported.source_buckets,
+                    exported.decoding.max_source_length,
+                )
+                write_warmup_requests(
+                    staging_dir, texts, TEXT_SIGNATURE, TEXT_INPUT,
+                    model_name=os.path.basename(os.path.normpath(model_base_path)),
                 )
             tf.io.gfile.rename(staging_dir, export_dir)
         finally:

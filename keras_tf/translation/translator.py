@@ -643,11 +643,14 @@ class Seq2SeqTranslator(TokenMeanLossTracking, keras.Model):
             translation=preprocessor.detokenize(tf.constant(generated[None])).numpy()[0].decode(),
         )
 
-    def export(self, model_base_path, *, version=None, decoding=None, xla=False, **fields):
+    def export(self, model_base_path, *, version=None, decoding=None, xla=False, warmup=True,
+               **fields):
         """Write a string-in, string-out SavedModel for TF Serving: `keras_tf.serving.export`.
 
         The export traces the steps of `generate` with this translator's
-        tokenizers and `decoding` (greedy or beam search).
+        tokenizers and `decoding` (greedy or beam search). `warmup=True`
+        (default) writes TF Serving's warm-up requests into
+        `assets.extra/`; `warmup=False` skips them.
 
         Returns:
             The export folder, `<model_base_path>/<version>`.
@@ -663,6 +666,39 @@ class Seq2SeqTranslator(TokenMeanLossTracking, keras.Model):
             version=version,
             decoding=self.resolve_decoding(decoding, **fields),
             xla=xla,
+            warmup=warmup,
+        )
+
+    def export_ctranslate2(self, path, quantization=None, *, decoding=None, **fields):
+        """Write a CTranslate2 model directory: `keras_tf.serving.ctranslate2.export_ctranslate2`.
+
+        The directory holds the model, this translator's tokenizers and the
+        decoding limits; `keras_tf.serving.ctranslate2.translate(path, texts,
+        beam_size=1)` gives `generate`'s greedy strings. Needs the
+        `ctranslate2` package (`pip install "keras-tf[ctranslate2]"`).
+
+        Args:
+            path: the directory to create (an existing one must be empty).
+            quantization: None (float32 weights, default) or "int8".
+            decoding: a `DecodingConfig` whose limits (`max_length`,
+                `max_source_length`) and beam settings the directory records.
+                Defaults to None: this translator's.
+            **fields: `DecodingConfig` fields that replace those of `decoding`.
+
+        Returns:
+            `path`.
+        """
+        preprocessor = self._text_preprocessor()
+        # Deferred: ctranslate2 is an optional extra, and the export reads the
+        # tokenizers with TensorFlow, which a JAX user may not have.
+        from keras_tf.serving.ctranslate2 import export_ctranslate2
+
+        return export_ctranslate2(
+            self.backbone,
+            preprocessor.tokenizers,
+            path,
+            decoding=self.resolve_decoding(decoding, **fields),
+            quantization=quantization,
         )
 
     def quantize(self, mode=None, config=None, **kwargs):
