@@ -175,6 +175,7 @@ def test_export_overwrite_replaces_a_version(untrained_model_dir, tmp_path, caps
     _refused(capsys, "export", "exists, and TF Serving versions are immutable")
     assert main(argv + ["--overwrite"]) == 0
     assert capsys.readouterr().out.strip() == str(version)
-    assert sorted(os.listdir(version)) == ["assets", "fingerprint.pb", "saved_model.pb",
-                                           "variables"]
+    assert sorted(os.listdir(version)) == [
+        "assets", "assets.extra", "fingerprint.pb", "saved_model.pb", "variables"
+    ]
     assert os.listdir(tmp_path / "translator") == ["1"]
