@@ -64,7 +64,7 @@ def run_blocks(blocks, folder, env=None):
     for block in blocks:
         result = subprocess.run(
             [sys.executable, "-W", "error::UserWarning", "-c", block],
-            cwd=folder, capture_output=True, text=True, env=env, timeout=900,
+            cwd=folder, capture_output=True, text=True, errors="replace", env=env, timeout=900,
         )
         assert result.returncode == 0, f"{block}\n---\n{result.stderr[-4000:]}"
         if not imports_tensorflow_first(block):

@@ -177,6 +177,7 @@ def test_two_workers_match_mirrored_and_one_process_and_resume_after_a_kill(tmp_
             time.sleep(0.05)
         victim.send_signal(signal.SIGKILL)
         victim.wait(timeout=30)
+        victim.stdout.close()  # its output is not read: only that it was killed
         assert victim.returncode == -signal.SIGKILL
         # Worker 0 finds its peer gone at the next collective and stops
         # (measured: about 15 s, heartbeats being what notice it).
@@ -202,6 +203,8 @@ def test_two_workers_match_mirrored_and_one_process_and_resume_after_a_kill(tmp_
             if process.poll() is None:
                 process.kill()
                 process.wait()
+            if process.stdout is not None and not process.stdout.closed:
+                process.stdout.close()
     results = {name: result_dir for name, (_, result_dir, _) in runs.items()}
     for name in ("restarted0", "restarted1"):  # the strategy kept the longer timeout
         assert (results[name] / "heartbeat_timeout_ms").read_text() == "60000"
