@@ -1,11 +1,13 @@
-"""Score a trained model on a held-out TSV file with sacreBLEU's BLEU and chrF.
+"""Score a trained model on a held-out TSV file with sacreBLEU: BLEU and chrF (and TER).
 
     keras-tf evaluate --model run1 --test test.tsv --beam-size 4 --output hyps.txt
+    keras-tf evaluate --model zh-run --test test.tsv --tokenize zh --metrics bleu,chrf,ter
 
 Translates the source side in batches (a progress bar on stderr when it is a
-terminal, one plain line when it is a file), then
-prints sacreBLEU's corpus BLEU and chrF lines on stdout, as sacreBLEU
-prints them (default tokenizer 13a, one reference per sentence). stderr
+terminal, one plain line when it is a file), then prints sacreBLEU's corpus
+score lines on stdout, as sacreBLEU prints them (one reference per sentence),
+one line per --metrics, then each metric's sacreBLEU signature (the settings
+a paper reports beside the score: tokenizer, case, smoothing, version). stderr
 counts the test sources longer than the model's max_source_length, which
 are translated from their first pieces. --output is written at the end under a
 temporary name and renamed into place; an --output that is the --test file is
@@ -41,6 +43,32 @@ def add_arguments(parser):
         "--skip-bad-lines", action="store_true",
         help="skip malformed TSV lines (and report their count) instead of stopping",
     )
+    parser.add_argument(
+        "--metrics", metavar="LIST", type=metric_list, default="bleu,chrf",
+        help="comma-separated sacreBLEU metrics among bleu, chrf, ter; default: bleu,chrf",
+    )
+    parser.add_argument(
+        "--tokenize", choices=TOKENIZERS, default="13a",
+        help="BLEU's tokenizer (zh for Chinese targets, char for Japanese); default: 13a",
+    )
+
+
+# sacreBLEU's choices that need nothing more than sacreBLEU (keras_tf.training.bleu).
+TOKENIZERS = ("13a", "intl", "zh", "char", "none")
+METRICS = ("bleu", "chrf", "ter")
+
+
+def metric_list(value):
+    """`--metrics bleu,chrf`: a tuple of known metric names, or an argparse error."""
+    import argparse
+
+    names = tuple(name.strip().lower() for name in value.split(",") if name.strip())
+    unknown = [name for name in names if name not in METRICS]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(
+            f"expected some of {','.join(METRICS)}, comma-separated; received {value!r}"
+        )
+    return names
 
 
 def score(hypotheses, references):
@@ -93,11 +121,15 @@ def run(args):
     )
     if message:
         logging.getLogger("keras_tf.cli").warning(message)
-    bleu, chrf = score(hypotheses, test.targets)
+    from keras_tf.training.bleu import corpus_metrics
+
+    scores = corpus_metrics(hypotheses, test.targets, args.metrics, tokenize=args.tokenize)
     if args.output:
         write_output(args.output, lambda path: _write_lines(path, lines))
-    print(bleu)
-    print(chrf)
+    for result, _ in scores:
+        print(result)
+    for result, signature in scores:
+        print(f"{result.name} signature: {signature}")
     sys.stdout.flush()
     return 0
 

@@ -43,7 +43,8 @@ def corpus_scores(hypotheses, references):
     )
 
 
-# `evaluate --metrics`: sacreBLEU's metric classes by name.
+# `evaluate --metrics`: sacreBLEU's metric classes by name (keras_tf.cli.evaluate
+# spells the same tuples, so that its --help imports nothing; a test keeps them equal).
 METRICS = ("bleu", "chrf", "ter")
 # `evaluate --tokenize`: BLEU's tokenizers that need nothing beyond sacreBLEU
 # ("ja-mecab", "ko-mecab" and the "spm" family need extra packages or downloads).

@@ -64,3 +64,23 @@ def test_score_help_says_what_is_scored(capsys):
     text = " ".join(capsys.readouterr().out.split())
     assert "the whole target" not in text
     assert "max_target_length - 1" in text and "stderr counts" in text
+
+
+def test_evaluate_reports_the_metrics_asked_for_with_sacrebleu_signatures(
+    untrained_model_dir, corpus, capsys
+):
+    from keras_tf.cli import evaluate
+    from keras_tf.training import bleu
+
+    assert (evaluate.METRICS, evaluate.TOKENIZERS) == (bleu.METRICS, bleu.TOKENIZERS)
+    assert main(["evaluate", "--model", untrained_model_dir, "--test", corpus["test"],
+                 "--beam-size", "1", "--metrics", "bleu,chrf,ter", "--tokenize", "zh"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split(" = ")[0] for line in lines[:3]] == ["BLEU", "chrF2", "TER"]
+    assert lines[3].startswith("BLEU signature: nrefs:1|case:mixed|eff:no|tok:zh|")
+    assert lines[4].startswith("chrF2 signature: nrefs:1|") and "version:" in lines[4]
+    assert lines[5].startswith("TER signature: nrefs:1|") and len(lines) == 6
+    assert main(["evaluate", "--model", untrained_model_dir, "--test", corpus["test"],
+                 "--metrics", "bleu,meteor"]) == 2
+    err = capsys.readouterr().err
+    assert "--metrics: expected some of bleu,chrf,ter" in err and err.count("\n") == 1
