@@ -45,7 +45,7 @@ def add_arguments(parser):
     )
     parser.add_argument(
         "--metrics", metavar="LIST", type=metric_list, default="bleu,chrf",
-        help="comma-separated sacreBLEU metrics among bleu, chrf, ter; default: bleu,chrf",
+        help="comma-separated sacreBLEU metrics among bleu, chrf, ter; bleu,chrf when not given",
     )
     parser.add_argument(
         "--tokenize", choices=TOKENIZERS, default="13a",
