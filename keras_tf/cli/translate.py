@@ -8,6 +8,12 @@ it is typed, in a terminal). Lines end at "\n" (or "\r\n") only: a lone CR
 stays inside its line. An empty line gives an empty line. A line longer
 than the model's max_source_length is translated from its first pieces, and
 stderr says which lines were cut.
+
+--sampling top-k or top-p samples each translation instead of searching for
+the best (back-translation, data augmentation); --seed makes a run
+repeatable: the same input and seed give the same lines.
+
+    keras-tf translate --model fr-en --sampling top-p --top-p 0.9 --seed 7 < mono.fr
 """
 
 import io
@@ -33,6 +39,26 @@ def add_arguments(parser):
         "--n-best", metavar="K", type=int_in_range(1),
         help="K lines per input line, `index ||| translation ||| score`, best first "
         "(beam search of at least K)",
+    )
+    parser.add_argument(
+        "--sampling", choices=("top-k", "top-p"),
+        help="sample each translation from the K likeliest tokens (top-k) or the smallest "
+        "set of probability mass P (top-p) at every step; --beam-size is then unused",
+    )
+    parser.add_argument(
+        "--top-k", metavar="K", type=int_in_range(1), default=50,
+        help="with --sampling top-k; default: 50",
+    )
+    parser.add_argument(
+        "--top-p", metavar="P", type=float, default=0.9, help="with --sampling top-p; default: 0.9"
+    )
+    parser.add_argument(
+        "--temperature", metavar="T", type=float, default=1.0,
+        help="divides the logits before sampling; default: 1.0",
+    )
+    parser.add_argument(
+        "--seed", metavar="S", type=int_in_range(0), default=0,
+        help="the seed of --sampling: the same input and seed give the same lines; default: 0",
     )
 
 
@@ -69,6 +95,10 @@ def run(args):
     translator = trained.translator
     beam_size = max(args.beam_size, args.n_best, 2) if args.n_best else args.beam_size
     decoding = decoding_for(beam_size, translator.decoding)
+    if args.sampling:
+        if args.n_best:
+            raise UserError("--n-best lists come from beam search; give no --sampling with it")
+        decoding = sampling_for(args, decoding)
     batch_size = 1 if sys.stdin.isatty() else args.batch_size
     stdin = sys.stdin
     if hasattr(stdin, "buffer"):
@@ -91,7 +121,9 @@ def run(args):
         else:
             # A short last chunk of stdin reuses the full chunks' program.
             lines = translate_in_batches(
-                translator, batch, batch_size, decoding, pad_remainder=done > 0
+                translator, batch, batch_size, decoding, pad_remainder=done > 0,
+                # One seed a chunk of stdin, drawn from --seed: the run repeats.
+                seed=args.seed + done if args.sampling else None,
             )
         for line in lines:
             sys.stdout.write(line + "\n")
@@ -103,3 +135,17 @@ def run(args):
         shown = ", ".join(map(str, overlong[:10])) + (", ..." if len(overlong) > 10 else "")
         logging.getLogger("keras_tf.cli").warning(f"{message}: lines {shown}")
     return 0
+
+
+def sampling_for(args, decoding):
+    """The `DecodingConfig` of `--sampling`, keeping the preset's max_length; one line if invalid."""
+    from keras_tf.decoding import DecodingConfig
+
+    method = {"top-k": "top_k", "top-p": "top_p"}[args.sampling]
+    try:
+        return DecodingConfig(
+            method=method, top_k=args.top_k, top_p=args.top_p, temperature=args.temperature,
+            max_length=decoding.max_length,
+        )
+    except ValueError as error:
+        raise UserError(f"--sampling {args.sampling}: {error}") from None

@@ -28,7 +28,7 @@ def _batches(texts, batch_size, pad_remainder):
 
 
 def translate_in_batches(translator, texts, batch_size, decoding=None, progress=False,
-                         pad_remainder=None):
+                         pad_remainder=None, seed=None):
     """Translate `texts`, `batch_size` at a time, shortest first; return them in input order.
 
     Sorting by length puts sentences of one source bucket in a batch, so a
@@ -49,6 +49,8 @@ def translate_in_batches(translator, texts, batch_size, decoding=None, progress=
             longest text repeated, so that it reuses the full batches'
             compiled program. Defaults to `None`: when there is more than
             one batch.
+        seed: for sampling, the seed of the first batch; batch i samples
+            with `seed + i`, so a run repeats. Defaults to None: fresh seeds.
 
     Returns:
         list of `str`, one line each.
@@ -60,7 +62,9 @@ def translate_in_batches(translator, texts, batch_size, decoding=None, progress=
     with contextlib.redirect_stdout(sys.stderr):
         bar = keras.utils.Progbar(len(batches), unit_name="batch") if progress and on_terminal else None
         for done, (batch, sent) in enumerate(batches, start=1):
-            outputs = translator.generate_with_scores(sent, decoding)
+            outputs = translator.generate_with_scores(
+                sent, decoding, seed=None if seed is None else seed + done
+            )
             for index, text in zip(batch, outputs.texts):
                 translations[index] = " ".join(text.splitlines())
             if bar is not None:

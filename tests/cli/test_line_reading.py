@@ -43,3 +43,28 @@ def test_closed_stdin_is_one_line(untrained_model_dir, monkeypatch, capsys):
     assert captured.out == ""
     assert captured.err.startswith("keras-tf translate: error: stdin is closed")
     assert captured.err.count("\n") == 1 and "Traceback" not in captured.err
+
+
+def test_translate_samples_repeatably_and_top_k_1_is_greedy(untrained_model_dir, monkeypatch,
+                                                            capsys):
+    """`--sampling` for back-translation: the same seed gives the same lines."""
+    text = "".join(f"{line}\n" for line in ["save file", "close the tab", "open", "run cell"])
+
+    def translate(*options):
+        monkeypatch.setattr("sys.stdin", _stdin(text.encode()))
+        assert main(["translate", "--model", untrained_model_dir, *options]) == 0
+        return capsys.readouterr().out.splitlines()
+
+    sampled = translate("--sampling", "top-k", "--top-k", "8", "--temperature", "2", "--seed", "3")
+    assert len(sampled) == 4
+    assert translate("--sampling", "top-k", "--top-k", "8", "--temperature", "2",
+                     "--seed", "3") == sampled
+    others = [translate("--sampling", "top-p", "--top-p", "0.95", "--temperature", "2",
+                        "--seed", str(seed)) for seed in (4, 5)]
+    assert any(other != sampled for other in others)
+    assert translate("--sampling", "top-k", "--top-k", "1") == translate("--beam-size", "1")
+    monkeypatch.setattr("sys.stdin", _stdin(text.encode()))
+    assert main(["translate", "--model", untrained_model_dir, "--sampling", "top-p",
+                 "--top-p", "1.5"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("keras-tf translate: error: --sampling top-p: ") and err.count("\n") == 1

@@ -17,7 +17,7 @@ class Upper:
     def __init__(self):
         self.batches = []
 
-    def generate_with_scores(self, texts, decoding=None):
+    def generate_with_scores(self, texts, decoding=None, seed=None):
         self.batches.append(list(texts))
         return Translations([text.upper() for text in texts], np.zeros([len(texts)], "float32"))
 
