@@ -57,7 +57,11 @@ def run_blocks(blocks, folder, env=None):
     """
     from keras_tf.tensorflow_import import is_start_up_line
 
-    env = {**{key: value for key, value in os.environ.items() if key != "TF_CPP_MIN_LOG_LEVEL"},
+    # As a user runs it: without the suite's log level, and without its XLA
+    # compilation cache (whose entries, written by other processes of the
+    # run, make XLA log errors a user would never see).
+    env = {**{key: value for key, value in os.environ.items()
+              if key not in ("TF_CPP_MIN_LOG_LEVEL", "TF_XLA_FLAGS")},
            **(env or {})}
     env["PYTHONPATH"] = str(ROOT)
     outputs = []

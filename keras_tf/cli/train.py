@@ -111,6 +111,26 @@ def add_arguments(parser):
         "--vocabulary-size and --max-length are then ignored",
     )
     parser.add_argument(
+        "--learning-rate", metavar="LR", type=float,
+        help="the peak of the warm-up schedule; default: the paper's peak for the model's "
+        "d_model, a tenth of it with --init-from (fine-tuning keeps what the model knows)",
+    )
+    parser.add_argument(
+        "--lora-rank", metavar="R", type=int_in_range(1),
+        help="train rank-R LoRA factors alone (Seq2SeqBackbone.enable_lora); DIR/model.keras "
+        "holds the merged kernels",
+    )
+    parser.add_argument(
+        "--lora-targets", metavar="NAMES", default="query,value",
+        help="comma-separated Dense layers LoRA adapts (query, key, value, "
+        "attention_output, inner_dense, output_dense); query,value when not given",
+    )
+    parser.add_argument(
+        "--tokenizer-model", metavar="FILE", nargs="+",
+        help="your SentencePiece model (one for both sides, or SOURCE TARGET) instead of "
+        "learning tokenizers; its pieces are mapped after the four reserved ids",
+    )
+    parser.add_argument(
         "--keep-checkpoints", metavar="N", type=int_in_range(1), default=1,
         help="keep the weights of the last N epochs in DIR/backup, for keras-tf average; "
         "default: 1",
@@ -165,7 +185,7 @@ def _run(args, check_out):
     from keras_tf.cli.model_dir import check_model_dir, check_preset
     from keras_tf.cli.targets import check_target, clear_folder
     from keras_tf.option_error import OptionError
-    from keras_tf.training.preset_dir import check_same_options, train_preset_dir
+    from keras_tf.training.preset_dir import check_same_options, model_paths, train_preset_dir
 
     mixed_precision = MIXED_PRECISION.get(args.mixed_precision)
     # The checks that need no data first, so a mistake costs no waiting.
@@ -187,6 +207,9 @@ def _run(args, check_out):
                     "max_length": args.max_length,
                     "mixed_precision": mixed_precision,
                     "gradient_accumulation_steps": args.gradient_accumulation_steps,
+                    "lora_rank": args.lora_rank,
+                    "lora_targets": _lora_targets(args) if args.lora_rank else None,
+                    "tokenizer_model": model_paths(_tokenizer_model(args)),
                 },
             )
         except OptionError as error:
@@ -227,6 +250,10 @@ def _run(args, check_out):
         early_stopping=args.early_stopping,
         keep_checkpoints=args.keep_checkpoints,
         init_from=args.init_from,
+        learning_rate=args.learning_rate,
+        lora_rank=args.lora_rank,
+        lora_targets=_lora_targets(args),
+        tokenizer_model=_tokenizer_model(args),
         # A progress bar in a terminal, one line per epoch in a log file.
         verbose="auto" if sys.stdout.isatty() else 2,
     )
@@ -237,6 +264,23 @@ def _run(args, check_out):
         file=sys.stderr,
     )
     return 0
+
+
+def _lora_targets(args):
+    return [name.strip() for name in args.lora_targets.split(",") if name.strip()]
+
+
+def _tokenizer_model(args):
+    """None, one path, or a (source, target) pair; one line for more than two."""
+    models = args.tokenizer_model
+    if models is None:
+        return None
+    if len(models) > 2:
+        raise UserError(f"--tokenizer-model: one model, or two (source, target); received {models}")
+    for path in models:
+        if not os.path.isfile(path):
+            raise UserError(f"--tokenizer-model: no such file: {path}")
+    return models[0] if len(models) == 1 else tuple(models)
 
 
 def _is_a_run(path):

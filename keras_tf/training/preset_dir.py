@@ -39,7 +39,7 @@ from keras_tf.translation.presets import (
 # gradients accumulated so far): a resumed run must repeat them.
 FIXED_OPTIONS = (
     "preset", "dropout", "tokenizer", "vocabulary_size", "max_length", "mixed_precision",
-    "gradient_accumulation_steps",
+    "gradient_accumulation_steps", "lora_rank", "lora_targets", "tokenizer_model",
 )
 # What an options.json written before an option existed stands for.
 OPTION_DEFAULTS = {"gradient_accumulation_steps": 1}
@@ -86,6 +86,56 @@ def _tokenizers_for(out_dir, train_corpus, options, write):
     if write:
         presets.write_tokenizers(out_dir, tokenizers)
     return tokenizers, False
+
+
+# A kept tokenizer that reads more than this share of a corpus's pieces as
+# [UNK] loses words: train says so.
+UNKNOWN_PIECES_WARNING = 0.01
+
+
+def _warn_unknown_pieces(tokenizers, corpus, sample=2000):
+    """Print one line if the tokenizers read many of the corpus's pieces as [UNK]."""
+    from keras_tf.special_tokens import UNK_ID
+
+    for side, texts in (("source", corpus.sources[:sample]), ("target", corpus.targets[:sample])):
+        if not texts:
+            continue
+        tokenize = getattr(tokenizers, f"tokenize_{side}")
+        ids = tokenize(list(texts)).flat_values.numpy()
+        rate = float((ids == UNK_ID).mean()) if len(ids) else 0.0
+        if rate > UNKNOWN_PIECES_WARNING:
+            print(
+                f"Warning: {rate:.1%} of the corpus's {side} pieces are [UNK] for these "
+                f"tokenizers (more than {UNKNOWN_PIECES_WARNING:.0%}): the model cannot read "
+                "or write those words; a tokenizer learned from this corpus may suit it better",
+                file=sys.stderr,
+            )
+
+
+def model_paths(tokenizer_model):
+    """The `tokenizer_model` option as options.json stores it: absolute paths."""
+    if tokenizer_model is None:
+        return None
+    if isinstance(tokenizer_model, (list, tuple)):
+        return [os.path.abspath(path) for path in tokenizer_model]
+    return os.path.abspath(tokenizer_model)
+
+
+def _tokenizers_from_models(out_dir, tokenizer_model, write):
+    """The tokenizers of your SentencePiece model(s), saved in `out_dir` the first time."""
+    from keras_tf.text import Seq2SeqTokenizers
+
+    directory = os.path.join(out_dir, TOKENIZERS_DIR)
+    if os.path.exists(os.path.join(directory, TOKENIZERS_CONFIG)):
+        return Seq2SeqTokenizers.load(directory)
+    paths = list(tokenizer_model) if isinstance(tokenizer_model, (list, tuple)) else [tokenizer_model]
+    try:
+        tokenizers = Seq2SeqTokenizers.from_sentencepiece(*paths)
+    except (OSError, ValueError) as error:
+        raise OptionError([("tokenizer_model", tokenizer_model)], str(error)) from None
+    if write:
+        presets.write_tokenizers(out_dir, tokenizers)
+    return tokenizers
 
 
 def check_same_options(out_dir, options):
@@ -161,6 +211,10 @@ def _train_preset_dir(
     early_stopping=None,
     keep_checkpoints=1,
     init_from=None,
+    learning_rate=None,
+    lora_rank=None,
+    lora_targets=("query", "value"),
+    tokenizer_model=None,
     verbose="auto",
     run_locks=None,
 ):
@@ -214,7 +268,20 @@ def _train_preset_dir(
         init_from: a preset directory with tokenizers to fine-tune: its tokenizers, its
             config and its weights are the start, and `preset`,
             `tokenizer`, `vocabulary_size` and `max_length` are ignored.
-            Defaults to None: learn tokenizers, fresh weights.
+            Defaults to None: learn tokenizers, fresh weights. Fine-tuning
+            plans the fine-tuning schedule (`planned_fine_tuning_schedule`):
+            a short warm-up to a tenth of the from-scratch peak.
+        learning_rate: the peak of the warm-up schedule. Defaults to None:
+            the paper's peak for the model's d_model, a tenth of it with
+            `init_from`.
+        lora_rank: train LoRA factors of this rank alone
+            (`Seq2SeqBackbone.enable_lora`); the preset holds the merged
+            kernels and its metadata.json says so. Defaults to None.
+        lora_targets: the Dense layers LoRA adapts. Defaults to the query
+            and value projections.
+        tokenizer_model: your SentencePiece model (a path), or a pair of
+            paths (source, target), instead of learning tokenizers
+            (`Seq2SeqTokenizers.from_sentencepiece`). Defaults to None.
         verbose: passed to `model.fit`.
         run_locks: a `contextlib.ExitStack` that holds the chief's
             `run_lock(out_dir)` until the run ends.
@@ -236,11 +303,20 @@ def _train_preset_dir(
         fitted_batch_tokens,
     )
     from keras_tf.training.distribute import is_chief, make_strategy
-    from keras_tf.training.schedules import checked_accumulation_steps
+    from keras_tf.training.schedules import (
+        checked_accumulation_steps,
+        fine_tuning_peak_learning_rate,
+        paper_peak_learning_rate,
+    )
     from keras_tf.training.trainer import train
 
     base = get_preset(preset)
     initial = None
+    if init_from is not None and tokenizer_model is not None:
+        raise OptionError(
+            [("init_from", init_from), ("tokenizer_model", tokenizer_model)],
+            "fine-tuning keeps the model's own tokenizers; give one of them",
+        )
     if init_from is not None:
         # Fine-tuning: the given model's tokenizers and config, whatever the options say.
         initial = Seq2SeqTranslator.from_preset(init_from)
@@ -281,6 +357,10 @@ def _train_preset_dir(
         "epochs": epochs,
         "steps": steps,
         "warmup_steps": warmup_steps,
+        "learning_rate": learning_rate,
+        "lora_rank": lora_rank,
+        "lora_targets": list(lora_targets) if lora_rank else None,
+        "tokenizer_model": model_paths(tokenizer_model),
         "gradient_accumulation_steps": checked_accumulation_steps(gradient_accumulation_steps),
         "seed": seed,
         "train_pairs": len(train_corpus),
@@ -300,12 +380,30 @@ def _train_preset_dir(
             # What the model brings stays as it was: its tokenizers and its
             # decoding settings (an OPUS-MT model's length penalty and limit).
             presets.copy_text_files(init_from, out_dir)
+        kept = decoding.method + (
+            f" beam {decoding.beam_size}, length penalty {decoding.length_penalty} "
+            f"({decoding.length_penalty_style})" if decoding.method == "beam" else "")
         print(
-            f"Fine-tuning {init_from}/{MODEL_FILE}: its {tokenizer} tokenizers "
-            f"({tokenizers.source_vocabulary_size} ids) and its config, not the preset, "
+            f"Fine-tuning {init_from}/{MODEL_FILE}: kept its {tokenizer} tokenizers "
+            f"({tokenizers.source_vocabulary_size} ids), its decoding settings ({kept}, "
+            f"max_length {decoding.max_length or base.max_target_length}) and its length "
+            f"limits ({base.max_source_length}/{base.max_target_length}), not the preset, "
             "tokenizer, vocabulary size or max length options",
             file=sys.stderr,
         )
+        _warn_unknown_pieces(tokenizers, train_corpus)
+    elif tokenizer_model is not None:
+        decoding = DecodingConfig()
+        tokenizers = _tokenizers_from_models(out_dir, tokenizer_model, write=chief)
+        if chief:
+            presets.write_decoding(out_dir, decoding)
+        print(
+            f"Your SentencePiece model{'s' if isinstance(tokenizer_model, (list, tuple)) else ''}: "
+            f"{tokenizers.source_vocabulary_size} source and "
+            f"{tokenizers.target_vocabulary_size} target ids (4 reserved, then its pieces)",
+            file=sys.stderr,
+        )
+        _warn_unknown_pieces(tokenizers, train_corpus)
     else:
         decoding = DecodingConfig()
         # Every worker learns the same tokenizers from the same corpus; the chief saves them.
@@ -372,9 +470,23 @@ def _train_preset_dir(
         from keras_tf.training.bleu import ValidationBleu
 
         validation_bleu = ValidationBleu(valid_corpus.sources, valid_corpus.targets, tokenizers)
+    peak = learning_rate or (fine_tuning_peak_learning_rate(config.d_model) if initial is not None
+                             else paper_peak_learning_rate(config.d_model))
+    print(
+        f"Learning rate: a warm-up to a peak of {peak:.2g} "
+        + ("(the fine-tuning default: a tenth of the from-scratch peak; --learning-rate sets it)"
+           if initial is not None and learning_rate is None else
+           "(--learning-rate)" if learning_rate is not None else
+           "(the paper's peak for this d_model; --learning-rate sets it)")
+        + (f"; LoRA of rank {lora_rank} on {', '.join(lora_targets)}" if lora_rank else ""),
+        file=sys.stderr,
+    )
     if chief:
         write_json(os.path.join(out_dir, OPTIONS_FILE), options)
-        presets.write_metadata(out_dir)
+        presets.write_metadata(
+            out_dir,
+            {"rank": lora_rank, "target_layer_names": sorted(lora_targets)} if lora_rank else None,
+        )
     model, history = train(
         config,
         train_set,
@@ -386,6 +498,7 @@ def _train_preset_dir(
         jit_compile=jit_compile,
         mixed_precision=mixed_precision,
         warmup_steps=warmup_steps,
+        peak_learning_rate=learning_rate,
         gradient_accumulation_steps=gradient_accumulation_steps,
         seed=seed,
         backup_every=backup_every,
@@ -394,6 +507,8 @@ def _train_preset_dir(
         early_stopping=early_stopping,
         keep_checkpoints=keep_checkpoints,
         initial_model=initial.backbone if initial is not None else None,
+        lora_rank=lora_rank,
+        lora_target_layer_names=tuple(lora_targets),
         verbose=verbose,
     )
     preprocessor = Seq2SeqPreprocessor(tokenizers, config.max_source_length, config.max_target_length)

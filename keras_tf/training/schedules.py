@@ -3,6 +3,13 @@
 import keras
 from keras import ops
 
+from keras_tf.models.learning_rates import (  # noqa: F401  (exported here too)
+    FINE_TUNING_PEAK_SCALE,
+    MAX_WARMUP_STEPS,
+    fine_tuning_peak_learning_rate,
+    paper_peak_learning_rate,
+)
+
 
 @keras.saving.register_keras_serializable(package="keras_tf")
 class TransformerSchedule(keras.optimizers.schedules.LearningRateSchedule):
@@ -174,7 +181,6 @@ def transformer_adam(d_model, warmup_steps=4000, scale=1.0, gradient_accumulatio
 # The run-length-aware default: warm up over a tenth of the planned steps
 # (at most the paper's 4,000), to the peak the paper's schedule reaches.
 WARMUP_FRACTION = 0.1
-MAX_WARMUP_STEPS = 4000
 
 
 @keras.saving.register_keras_serializable(package="keras_tf")
@@ -214,16 +220,6 @@ class WarmupInverseSqrtSchedule(keras.optimizers.schedules.LearningRateSchedule)
         return {"peak_learning_rate": self.peak_learning_rate, "warmup_steps": self.warmup_steps}
 
 
-def paper_peak_learning_rate(d_model, warmup_steps=MAX_WARMUP_STEPS):
-    """The peak of the paper's schedule: d_model^-0.5 · warmup_steps^-0.5.
-
-    Example:
-        >>> round(paper_peak_learning_rate(512), 6)
-        0.000699
-    """
-    return d_model**-0.5 * warmup_steps**-0.5
-
-
 def planned_warmup_steps(total_steps):
     """A tenth of the planned steps, at least 1 and at most the paper's 4,000.
 
@@ -249,3 +245,26 @@ def planned_schedule(d_model, total_steps):
     return WarmupInverseSqrtSchedule(
         paper_peak_learning_rate(d_model), planned_warmup_steps(total_steps)
     )
+
+
+FINE_TUNING_WARMUP_FRACTION = 0.02
+
+
+def planned_fine_tuning_schedule(d_model, total_steps, peak_learning_rate=None,
+                                 warmup_steps=None):
+    """The schedule for fine-tuning trained weights over `total_steps` updates.
+
+    The from-scratch schedule's shape (linear warm-up, inverse square root
+    decay), with a short warm-up (a fiftieth of the run) to a low peak
+    (`fine_tuning_peak_learning_rate`), so the model adapts without
+    forgetting what it knew.
+
+    Example:
+        >>> schedule = planned_fine_tuning_schedule(d_model=512, total_steps=1000)
+        >>> schedule.warmup_steps, round(schedule.peak_learning_rate, 7)
+        (20, 6.99e-05)
+    """
+    peak = fine_tuning_peak_learning_rate(d_model) if peak_learning_rate is None else peak_learning_rate
+    if warmup_steps is None:
+        warmup_steps = int(max(1, round(FINE_TUNING_WARMUP_FRACTION * total_steps)))
+    return WarmupInverseSqrtSchedule(peak, warmup_steps)

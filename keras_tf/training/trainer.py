@@ -54,8 +54,11 @@ from keras_tf.models.metrics import MaskedTokenAccuracy
 from keras_tf.training.schedules import (
     TransformerSchedule,
     checked_accumulation_steps,
+    WarmupInverseSqrtSchedule,
     paper_adam,
+    planned_fine_tuning_schedule,
     planned_schedule,
+    planned_warmup_steps,
 )
 
 tf = require_tensorflow("keras_tf.training.train")
@@ -82,6 +85,7 @@ def train(
     mixed_precision=None,
     learning_rate=None,
     warmup_steps=None,
+    peak_learning_rate=None,
     gradient_accumulation_steps=None,
     label_smoothing=0.1,
     seed=0,
@@ -92,6 +96,8 @@ def train(
     early_stopping=None,
     keep_checkpoints=1,
     initial_model=None,
+    lora_rank=None,
+    lora_target_layer_names=("query", "value"),
     callbacks=(),
     verbose="auto",
 ):
@@ -145,7 +151,12 @@ def train(
             paper's peak; an int for the paper's schedule with that warm-up
             (`transformer_adam(d_model, warmup_steps)`). The learning rate
             goes to the logs (`LearningRateMonitor`), and a run that ends
-            inside its warm-up logs a warning.
+            inside its warm-up logs a warning. With `initial_model`, the
+            fine-tuning schedule (`planned_fine_tuning_schedule`): a short
+            warm-up to a tenth of the from-scratch peak.
+        peak_learning_rate: with `learning_rate=None`, the peak of the
+            warm-up schedule instead of its default (the paper's peak for
+            `d_model` from scratch, a tenth of it when fine-tuning).
         gradient_accumulation_steps: N: update the weights once every N
             batches, with the mean of their gradients (each batch's loss is
             already a mean over its target tokens), as from one batch N
@@ -180,6 +191,11 @@ def train(
         initial_model: a trained `Seq2SeqTransformer` of the same
             architecture to start from (fine-tuning), instead of fresh
             weights. A resumed run restores its own backup instead.
+        lora_rank: train rank-`lora_rank` LoRA factors of the layers named
+            `lora_target_layer_names` alone (`Seq2SeqBackbone.enable_lora`);
+            the files hold the merged kernels. Defaults to None: every weight.
+        lora_target_layer_names: the Dense layers LoRA adapts. Defaults to
+            the query and value projections.
         callbacks: extra Keras callbacks, run after the built-in ones. After
             a resume inside an epoch, `fit` is called twice: once for the rest
             of that epoch (whose batch indices then start at 0), once for the
@@ -255,10 +271,18 @@ def train(
         valid_set = _as_validation_dataset(valid_data, batch_size, distributed)
 
     schedule = _schedule(
-        config, learning_rate, warmup_steps, epochs, batches.steps_per_epoch, batches_per_update
+        config, learning_rate, warmup_steps, epochs, batches.steps_per_epoch, batches_per_update,
+        peak_learning_rate=peak_learning_rate, fine_tuning=initial_model is not None,
     )
     with strategy.scope():
         model = Seq2SeqTransformer(config, dtype=mixed_precision)
+        if initial_model is not None and not state:
+            # The same architecture: set_weights checks every shape.
+            model.set_weights(initial_model.get_weights())
+        if lora_rank:
+            # Only the factors train; every save holds the merged kernels. A
+            # resumed run starts from those, its factors at zero again.
+            model.enable_lora(lora_rank, lora_target_layer_names)
         model.compile(
             optimizer=_make_optimizer(schedule, mixed_precision, batches_per_update),
             loss=MaskedSparseCategoricalCrossentropy(label_smoothing=label_smoothing),
@@ -270,9 +294,6 @@ def train(
         model.optimizer.build(model.trainable_variables)
     prepare_for_strategy(model, batches.element_spec)
     epoch, step = (state["epoch"], state["step"]) if state else (0, 0)
-    if initial_model is not None and not state:
-        # The same architecture: set_weights checks every shape.
-        model.set_weights(initial_model.get_weights())
     if state:
         # Every worker restores from the chief's backup: `out_dir` must be on
         # a file system that all workers can read.
@@ -415,16 +436,31 @@ def _as_config(model_config):
     )
 
 
-def _schedule(config, learning_rate, warmup_steps, epochs, steps_per_epoch, batches_per_update=1):
+def _schedule(config, learning_rate, warmup_steps, epochs, steps_per_epoch, batches_per_update=1,
+              peak_learning_rate=None, fine_tuning=False):
     """The learning rate (a float or a `LearningRateSchedule`) for `train`'s arguments.
 
     Its steps are updates: `epochs * steps_per_epoch / batches_per_update` are planned.
     """
     if learning_rate is not None:
         return learning_rate
-    if warmup_steps is not None:
+    if warmup_steps is not None and peak_learning_rate is None and not fine_tuning:
         return TransformerSchedule(config.d_model, warmup_steps)
     steps = steps_per_epoch or 0
+    if fine_tuning or peak_learning_rate is not None:
+        if steps < 1 and warmup_steps is None:
+            raise ValueError(
+                "The fine-tuning schedule follows the planned number of steps; train_data "
+                "has no known length, so pass steps_per_epoch or warmup_steps"
+            )
+        total = max(1, epochs * steps // batches_per_update)
+        if fine_tuning:
+            return planned_fine_tuning_schedule(
+                config.d_model, total, peak_learning_rate, warmup_steps
+            )
+        return WarmupInverseSqrtSchedule(
+            peak_learning_rate, warmup_steps or planned_warmup_steps(total)
+        )
     if steps < 1:
         raise ValueError(
             "The default learning-rate schedule follows the planned number of steps; "

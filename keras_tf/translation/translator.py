@@ -32,9 +32,11 @@ from keras import ops
 
 from keras_tf.decoding.config import DecodingConfig
 from keras_tf.decoding.generate import generate as generate_ids
+from keras_tf.models.learning_rates import fine_tuning_peak_learning_rate
 from keras_tf.models.losses import MaskedSparseCategoricalCrossentropy
 from keras_tf.models.metrics import MaskedTokenAccuracy
 from keras_tf.models.seq2seq_backbone import build_optimizer
+from keras_tf.models.config import PRESETS
 from keras_tf.models.seq2seq_transformer import Seq2SeqTransformer
 from keras_tf.models.token_loss import TokenMeanLossTracking
 from keras_tf.special_tokens import END_ID, PAD_ID, START_ID
@@ -53,7 +55,10 @@ from keras_tf.translation.inputs import (
 
 # The default fit recipe: Adam at a constant 5e-4 with the paper's betas. It
 # learns from the first step on any corpus size (the paper's 4,000-step
-# warm-up assumed 25,000-token batches and never peaks in a short run).
+# warm-up assumed 25,000-token batches and never peaks in a short run). A
+# translator loaded with trained weights is fine-tuned at a tenth of the
+# paper's peak instead (`fine_tuning_peak_learning_rate`), as `keras-tf train
+# --init-from` is: the from-scratch rate makes it forget what it knew.
 DEFAULT_LEARNING_RATE = 5e-4
 DEFAULT_BATCH_SIZE = 32
 
@@ -163,6 +168,13 @@ class Seq2SeqTranslator(TokenMeanLossTracking, keras.Model):
         """The backbone's `TransformerConfig`."""
         return self.backbone.config
 
+    @property
+    def default_learning_rate(self):
+        """What `compile()` trains at: 5e-4, or the fine-tuning rate for trained weights."""
+        if getattr(self, "pretrained", False):
+            return fine_tuning_peak_learning_rate(self.config.d_model)
+        return DEFAULT_LEARNING_RATE
+
     def _text_preprocessor(self):
         """The preprocessor, or a ValueError that says why this translator takes ids only."""
         if self.preprocessor is not None:
@@ -248,7 +260,11 @@ class Seq2SeqTranslator(TokenMeanLossTracking, keras.Model):
         """`keras.Model.compile` with the translation defaults.
 
         Args:
-            optimizer: Defaults to `"auto"`: Adam(5e-4, β2 0.98, ε 1e-9).
+            optimizer: Defaults to `"auto"`: Adam(5e-4, β2 0.98, ε 1e-9);
+                for a translator loaded with trained weights (`from_preset`
+                of a directory or an OPUS-MT model), Adam at the fine-tuning
+                rate, a tenth of the paper's peak for its d_model (7e-5 at
+                512), so that it keeps what it knows.
             loss: Defaults to `"auto"`: `MaskedSparseCategoricalCrossentropy`
                 with label smoothing 0.1.
             metrics: Defaults to `"auto"`: `[MaskedTokenAccuracy()]`.
@@ -257,7 +273,7 @@ class Seq2SeqTranslator(TokenMeanLossTracking, keras.Model):
         """
         if optimizer == "auto":
             optimizer = keras.optimizers.Adam(
-                DEFAULT_LEARNING_RATE, beta_1=0.9, beta_2=0.98, epsilon=1e-9
+                self.default_learning_rate, beta_1=0.9, beta_2=0.98, epsilon=1e-9
             )
         if loss == "auto":
             loss = MaskedSparseCategoricalCrossentropy(label_smoothing=0.1)
@@ -742,6 +758,8 @@ class Seq2SeqTranslator(TokenMeanLossTracking, keras.Model):
         )
         translator = cls(parts.backbone, parts.preprocessor, decoding or parts.decoding)
         translator._text_unavailable = parts.text_unavailable
+        # Trained weights (a directory or an OPUS-MT model): fit fine-tunes them.
+        translator.pretrained = load_weights and os.fspath(preset) not in PRESETS
         return translator
 
     def save_to_preset(self, directory):

@@ -47,3 +47,30 @@ def test_step_zero_loss_is_the_models_evaluation_loss(pretrained, tmp_path):
     fresh, fresh_history = train(pretrained.config, new, out_dir=str(tmp_path / "fresh"),
                                  epochs=1, learning_rate=0.0, **FAST)
     assert fresh_history.history["loss"][0] > expected + 0.5
+
+
+def _exact_match(model, data):
+    from keras_tf.decoding import generate
+
+    inputs, labels = data
+    tokens = generate(model, inputs["encoder_tokens"], max_length=labels.shape[1]).tokens
+    return float((tokens == labels).all(axis=1).mean())
+
+
+def test_the_default_fine_tuning_recipe_learns_new_data_and_keeps_the_old(pretrained, tmp_path):
+    """Longer sequences than it was trained on: learned, while the old lengths stay decoded."""
+    from keras_tf.training import fine_tuning_peak_learning_rate
+
+    old = make_reverse_task(200, min_length=4, max_length=10, seed=11)
+    new_train = make_reverse_task(512, min_length=12, max_length=14, seed=12)
+    new_test = make_reverse_task(100, min_length=12, max_length=14, seed=13)
+    before_old, before_new = _exact_match(pretrained, old), _exact_match(pretrained, new_test)
+    model, history = train(pretrained.config, new_train, out_dir=str(tmp_path), epochs=4,
+                           initial_model=pretrained, **FAST)
+    # The planned rate never passes the fine-tuning peak, far below the from-scratch one.
+    peak = fine_tuning_peak_learning_rate(pretrained.config.d_model)
+    rates = history.history["learning_rate"]
+    assert 0 < max(rates) <= peak * (1 + 1e-6), (rates, peak)
+    after_old, after_new = _exact_match(model, old), _exact_match(model, new_test)
+    assert after_new > before_new + 0.2, (before_new, after_new)
+    assert after_old >= 0.9 * before_old, (before_old, after_old)

@@ -1,0 +1,109 @@
+"""Adapting a trained translator to a new domain: the fine-tuning defaults against their peers.
+
+A transformer_small trained on the Bible (`load_bible("fr")`, English->French,
+`--bible-epochs` of `keras-tf train`'s defaults) is adapted to the JupyterLab
+UI strings (`load_jupyterlab_fr`) for `--epochs` epochs in five ways, all in
+one run, all through `train_preset_dir` (what `keras-tf train` runs):
+
+* unadapted: the Bible model as it is;
+* fine-tuned with the defaults (`init_from`: a short warm-up to a tenth of
+  the from-scratch peak);
+* fine-tuned with the from-scratch schedule (the peer: what `--init-from`
+  planned before, the paper's peak);
+* LoRA (`lora_rank`, the defaults' schedule);
+* trained from scratch on the JupyterLab strings alone (its own tokenizers).
+
+Each model is scored with sacreBLEU (greedy, batch 64) on the JupyterLab
+test split (BLEU, chrF) and on `--bible-test` Bible test verses (BLEU): how
+much of the Bible the adaptation keeps.
+
+    python benchmarks/finetune.py --out finetune-run          # ~30 min on 2 cores
+"""
+
+import argparse
+import os
+import sys
+import time
+
+import common  # noqa: F401  (first: quiet TensorFlow start-up)
+
+
+def parse_args():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default="finetune-run", help="where the runs go")
+    parser.add_argument("--bible-epochs", type=int, default=3)
+    parser.add_argument("--epochs", type=int, default=5, help="in-domain epochs of each way")
+    parser.add_argument("--bible-test", type=int, default=400, help="Bible test verses scored")
+    parser.add_argument("--lora-rank", type=int, default=8)
+    return parser.parse_args()
+
+
+def main():
+    args = parse_args()
+    from keras_tf.datasets import load_bible, load_jupyterlab_fr
+    from keras_tf.decoding import DecodingConfig
+    from keras_tf.training.bleu import corpus_metrics
+    from keras_tf.training.preset_dir import train_preset_dir
+    from keras_tf.training.schedules import paper_peak_learning_rate
+    from keras_tf.translation import Seq2SeqTranslator
+    from keras_tf.translation.batches import translate_in_batches
+
+    bible, ui = load_bible("fr"), load_jupyterlab_fr()
+    bible_test = bible.test.sources[: args.bible_test], bible.test.targets[: args.bible_test]
+    greedy = DecodingConfig(method="greedy")
+
+    def scores(directory):
+        translator = Seq2SeqTranslator.from_preset(directory)
+        row = {}
+        for name, (sources, targets) in (("ui", (ui.test.sources, ui.test.targets)),
+                                         ("bible", bible_test)):
+            hypotheses = translate_in_batches(translator, list(sources), 64, greedy)
+            (bleu, _), (chrf, _) = corpus_metrics(hypotheses, list(targets))
+            row[name] = (bleu.score, chrf.score)
+        return row
+
+    os.makedirs(args.out, exist_ok=True)
+    bible_dir = os.path.join(args.out, "bible")
+    start = time.perf_counter()
+    if not os.path.isfile(os.path.join(bible_dir, "model.keras")) or args.bible_epochs == 0:
+        train_preset_dir(bible_dir, bible.train, bible.valid, preset="transformer_small",
+                         epochs=args.bible_epochs, verbose=2)
+    bible_seconds = time.perf_counter() - start
+    d_model = Seq2SeqTranslator.from_preset(bible_dir).config.d_model
+
+    ways = {
+        "fine-tuned, defaults": dict(init_from=bible_dir),
+        "fine-tuned, from-scratch schedule (peer)": dict(
+            init_from=bible_dir, learning_rate=paper_peak_learning_rate(d_model)),
+        f"LoRA rank {args.lora_rank}, defaults": dict(init_from=bible_dir, lora_rank=args.lora_rank),
+        "from scratch on the UI strings (peer)": dict(preset="transformer_small"),
+    }
+    rows = {"Bible model, unadapted": (scores(bible_dir), 0.0)}
+    for index, (name, options) in enumerate(ways.items()):
+        directory = os.path.join(args.out, f"way-{index}")
+        began = time.perf_counter()
+        train_preset_dir(directory, ui.train, ui.valid, epochs=args.epochs, verbose=2, **options)
+        rows[name] = (scores(directory), time.perf_counter() - began)
+        print(f"{name}: {rows[name]}", file=sys.stderr, flush=True)
+
+    kept_base = rows["Bible model, unadapted"][0]["bible"][0]
+    print(f"Bible model: transformer_small, {args.bible_epochs} epochs of the defaults in "
+          f"{bible_seconds:.0f} s; adaptation: {args.epochs} epochs of {len(ui.train)} UI pairs; "
+          f"greedy, sacreBLEU; Bible BLEU on {len(bible_test[0])} test verses")
+    print("| way | UI test BLEU | UI test chrF | Bible test BLEU | Bible BLEU kept | train s |")
+    print("|---|---|---|---|---|---|")
+    for name, (row, seconds) in rows.items():
+        kept = row["bible"][0] / kept_base if kept_base else float("nan")
+        print(f"| {name} | {row['ui'][0]:.1f} | {row['ui'][1]:.1f} | {row['bible'][0]:.1f} | "
+              f"{kept:.0%} | {seconds:.0f} |")
+    ours = rows["fine-tuned, defaults"][0]
+    scratch = rows["from scratch on the UI strings (peer)"][0]
+    peer = rows["fine-tuned, from-scratch schedule (peer)"][0]
+    print(f"UI BLEU, defaults / from scratch: {ours['ui'][0]:.1f} / {scratch['ui'][0]:.1f} = "
+          f"{ours['ui'][0] / max(scratch['ui'][0], 1e-9):.2f}x")
+    print(f"Bible BLEU kept, defaults / from-scratch schedule: "
+          f"{ours['bible'][0] / kept_base:.0%} / {peer['bible'][0] / kept_base:.0%}")
+
+
+if __name__ == "__main__":
+    main()

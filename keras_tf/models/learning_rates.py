@@ -1,0 +1,33 @@
+"""The peak learning rates of the paper's schedule, from scratch and for fine-tuning.
+
+Here, with the model, because both front doors use them: `keras_tf.training`
+plans its schedules with them, and `Seq2SeqTranslator.fit` compiles a
+pretrained translator at the fine-tuning peak.
+"""
+
+# The paper's warm-up (section 5.3), at whose end its schedule peaks.
+MAX_WARMUP_STEPS = 4000
+# Fine-tuning trained weights: a tenth of the from-scratch peak (7e-5 at
+# d_model 512, 1.4e-4 at 128). The from-scratch peak, above what a model was
+# trained with, makes it forget what it knew (benchmarks/finetune.py).
+FINE_TUNING_PEAK_SCALE = 0.1
+
+
+def paper_peak_learning_rate(d_model, warmup_steps=MAX_WARMUP_STEPS):
+    """The peak of the paper's schedule: d_model^-0.5 · warmup_steps^-0.5.
+
+    Example:
+        >>> round(paper_peak_learning_rate(512), 6)
+        0.000699
+    """
+    return d_model**-0.5 * warmup_steps**-0.5
+
+
+def fine_tuning_peak_learning_rate(d_model):
+    """The default peak learning rate of fine-tuning: a tenth of the from-scratch peak.
+
+    Example:
+        >>> round(fine_tuning_peak_learning_rate(512), 7)
+        6.99e-05
+    """
+    return FINE_TUNING_PEAK_SCALE * paper_peak_learning_rate(d_model)

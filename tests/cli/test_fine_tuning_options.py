@@ -1,0 +1,82 @@
+"""`keras-tf train` for adapting a model: the fine-tuning rate, --learning-rate, LoRA, your own tokenizer."""
+
+import csv
+import io
+import pathlib
+
+import sentencepiece
+
+from keras_tf.cli.main import main
+from keras_tf.training import fine_tuning_peak_learning_rate
+from keras_tf.translation import Seq2SeqTranslator, presets
+from tests.cli.conftest import TRAIN_OPTIONS, write_corpus
+
+# The shared options less the fixed warm-up: the fine-tuning schedule plans its own.
+QUICK = [option for option in TRAIN_OPTIONS if option not in ("--warmup-steps", "40")]
+
+
+def learning_rates(directory):
+    with open(pathlib.Path(directory) / "history.csv") as file:
+        return [float(row["learning_rate"]) for row in csv.DictReader(file)]
+
+
+def test_init_from_with_lora_keeps_what_the_model_brings(trained_run, tmp_path, capsys):
+    run = pathlib.Path(trained_run[0])
+    new = tmp_path / "new.tsv"
+    write_corpus(new, 96, seed=21)
+    tuned = tmp_path / "lora"
+    assert main(["train", "--train", str(new), "--out", str(tuned), "--epochs", "2",
+                 "--steps", "6", "--init-from", str(run), "--lora-rank", "2",
+                 "--lora-targets", "query,value,inner_dense", "--keep-best", "loss",
+                 *QUICK]) == 0
+    err = capsys.readouterr().err
+    assert f"Fine-tuning {run}/model.keras: kept its sentencepiece tokenizers" in err
+    assert "its decoding settings (greedy" in err and "its length limits (16/16)" in err
+    assert "Learning rate: a warm-up to a peak of" in err and "LoRA of rank 2" in err
+    # The rate never passes the fine-tuning peak of the model's d_model.
+    peak = fine_tuning_peak_learning_rate(presets.load_backbone(run).config.d_model)
+    assert 0 < max(learning_rates(tuned)) <= peak * (1 + 1e-6)
+    # Tokenizers and decoding settings byte for byte; LoRA merged, and said so.
+    for name in ("decoding.json", "tokenizers/tokenizers.json", "tokenizers/shared.spm"):
+        assert (tuned / name).read_bytes() == (run / name).read_bytes(), name
+    assert presets.read_metadata(tuned)["lora_merged"] == {
+        "rank": 2, "target_layer_names": ["inner_dense", "query", "value"]}
+    reloaded = Seq2SeqTranslator.from_preset(tuned)
+    assert reloaded.backbone.lora is None and reloaded.pretrained
+    assert reloaded.default_learning_rate == peak
+
+
+def test_learning_rate_sets_the_peak(corpus, tmp_path):
+    out = tmp_path / "run"
+    assert main(["train", "--train", corpus["train"], "--out", str(out), "--epochs", "2",
+                 "--steps", "20", "--learning-rate", "0.002", "--keep-best", "loss",
+                 *QUICK]) == 0
+    rates = learning_rates(out)
+    # A tenth of the 40 planned updates (4) warm up to 2e-3; by the end of
+    # epoch 1 (step 20) the inverse square root has brought it to about
+    # 2e-3 * (4 / 20)^0.5 (the paper's peak for d_model 32 would give 1.2e-3).
+    assert 0.42 * 0.002 < rates[0] < 0.46 * 0.002, rates
+    assert rates[1] < rates[0]
+
+
+def test_your_own_sentencepiece_model_trains(corpus, tmp_path, capsys):
+    from keras_tf.text import read_tsv
+
+    pairs = read_tsv(corpus["train"])
+    model = io.BytesIO()
+    sentencepiece.SentencePieceTrainer.train(
+        sentence_iterator=iter(pairs.sources + pairs.targets), model_writer=model,
+        vocab_size=50, minloglevel=2,
+    )
+    (tmp_path / "team.model").write_bytes(model.getvalue())
+    out = tmp_path / "run"
+    assert main(["train", "--train", corpus["train"], "--out", str(out), "--epochs", "1",
+                 "--steps", "4", "--tokenizer-model", str(tmp_path / "team.model"),
+                 "--keep-best", "loss", *QUICK]) == 0
+    assert "Your SentencePiece model: 51 source and 51 target ids" in capsys.readouterr().err
+    translator = Seq2SeqTranslator.from_preset(out)
+    assert translator.preprocessor.tokenizers.kind == "sentencepiece_vocabulary"
+    assert len(translator.generate(["red cat", "open the file"])) == 2
+    assert main(["train", "--train", corpus["train"], "--out", str(tmp_path / "x"),
+                 "--tokenizer-model", str(tmp_path / "nowhere.model")]) == 2
+    assert "--tokenizer-model: no such file" in capsys.readouterr().err
