@@ -44,6 +44,8 @@ def test_init_from_with_lora_keeps_what_the_model_brings(trained_run, tmp_path, 
     reloaded = Seq2SeqTranslator.from_preset(tuned)
     assert reloaded.backbone.lora is None and reloaded.pretrained
     assert reloaded.default_learning_rate == peak
+    # An untrained architecture trains from scratch: fit's constant 5e-4.
+    assert Seq2SeqTranslator.from_preset("transformer_tiny").default_learning_rate == 5e-4
 
 
 def test_learning_rate_sets_the_peak(corpus, tmp_path):
