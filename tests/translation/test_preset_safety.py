@@ -238,3 +238,37 @@ def test_a_saved_preset_is_readable_by_others(tmp_path):
         assert mode & stat.S_IROTH, (path, oct(mode))
         if path.is_dir():
             assert mode & stat.S_IXOTH, (path, oct(mode))
+
+
+_UNDER_A_MEMORY_LIMIT = """
+import json, resource, sys, time
+resource.setrlimit(resource.RLIMIT_AS, (4 * 2**30, 4 * 2**30))  # 4 GB, as the issue asks
+import keras_tf
+keras_tf.quiet_tensorflow()
+from keras_tf.preset_checks import PresetError
+from keras_tf.translation import Seq2SeqTranslator
+start = time.perf_counter()
+try:
+    Seq2SeqTranslator.from_preset(sys.argv[1])
+except PresetError as error:
+    print(json.dumps({"message": str(error), "seconds": time.perf_counter() - start}))
+"""
+
+
+@pytest.mark.parametrize("field, value", [
+    ("d_model", 10**9), ("vocab_size", 10**9), ("encoder_layers", 10**6),
+])
+def test_absurd_marian_sizes_are_refused_under_a_4_gb_memory_limit(tmp_path, field, value):
+    import subprocess
+    import sys
+
+    directory = marian_copy(tmp_path)
+    edit_json(directory / "config.json", lambda values: values.update({field: value}))
+    completed = subprocess.run(
+        [sys.executable, "-c", _UNDER_A_MEMORY_LIMIT, str(directory)],
+        capture_output=True, text=True, errors="replace", timeout=300,
+        cwd=pathlib.Path(__file__).resolve().parents[2],
+    )
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    result = json.loads(completed.stdout)
+    assert field in result["message"] and result["seconds"] < 5, result
