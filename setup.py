@@ -51,7 +51,7 @@ setup(
         # keras.callbacks.TensorBoard needs it; the tensorflow 2.21 wheel no longer pulls it in.
         "tensorboard>=2.21,<2.22",
         "numpy",
-        # Reading Hugging Face checkpoints (keras_tf.models.marian).
+        # Reading Hugging Face checkpoints (keras_tf.translation.marian).
         "safetensors>=0.4",
         # BLEU and chrF: `keras-tf train`'s validation BLEU, `keras-tf evaluate`.
         "sacrebleu>=2.4",
