@@ -172,7 +172,7 @@ def run(args):
     hypotheses = translate_in_batches(
         trained.translator, corpus.test.sources, 32, decoding, progress=True
     )
-    bleu, chrf = score(hypotheses, corpus.test.targets)
+    (bleu, _), (chrf, _) = score(hypotheses, corpus.test.targets)
     print(bleu)
     print(chrf)
     seconds["evaluate"] = time.perf_counter() - began

@@ -71,11 +71,11 @@ def metric_list(value):
     return names
 
 
-def score(hypotheses, references):
-    """sacreBLEU's corpus `(BLEU, CHRFScore)`: `keras_tf.training.bleu.corpus_scores`."""
-    from keras_tf.training.bleu import corpus_scores
+def score(hypotheses, references, metrics=("bleu", "chrf"), tokenize="13a"):
+    """sacreBLEU's `[(score, signature)]` of each metric: `keras_tf.training.bleu.corpus_metrics`."""
+    from keras_tf.training.bleu import corpus_metrics
 
-    return corpus_scores(hypotheses, references)
+    return corpus_metrics(hypotheses, references, metrics, tokenize=tokenize)
 
 
 def run(args):
@@ -121,9 +121,7 @@ def run(args):
     )
     if message:
         logging.getLogger("keras_tf.cli").warning(message)
-    from keras_tf.training.bleu import corpus_metrics
-
-    scores = corpus_metrics(hypotheses, test.targets, args.metrics, tokenize=args.tokenize)
+    scores = score(hypotheses, test.targets, args.metrics, args.tokenize)
     if args.output:
         write_output(args.output, lambda path: _write_lines(path, lines))
     for result, _ in scores:

@@ -62,7 +62,7 @@ def test_average_then_fine_tune(trained_run, tmp_path, corpus, capsys):
     assert main(["train", "--train", str(new), "--out", tuned, "--epochs", "2", "--steps", "6",
                  "--init-from", averaged, "--batch-size", "16", "--keep-best", "loss"]) == 0
     err = capsys.readouterr().err
-    assert f"Fine-tuning {averaged}/model.keras: its sentencepiece tokenizers" in err
+    assert f"Fine-tuning {averaged}/model.keras: kept its sentencepiece tokenizers" in err
     assert (pathlib.Path(os.path.join(tuned, "tokenizers", "shared.spm")).read_bytes()
             == pathlib.Path(os.path.join(run, "tokenizers", "shared.spm")).read_bytes())
     assert preset_files <= set(os.listdir(tuned))

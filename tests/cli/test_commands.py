@@ -43,7 +43,8 @@ def test_train_then_evaluate_translate_export(trained_run, tmp_path, corpus, cap
     # model.keras is the best epoch on BLEU; evaluate decodes greedily, as the callback does.
     best = bleu.index(max(bleu))
     assert main(["evaluate", "--model", out, "--test", corpus["valid"], "--beam-size", "1"]) == 0
-    bleu_line, chrf_line = capsys.readouterr().out.strip().splitlines()
+    bleu_line, chrf_line, *signatures = capsys.readouterr().out.strip().splitlines()
+    assert [line.split(" signature: ")[0] for line in signatures] == ["BLEU", "chrF2"]
     assert bleu_line.startswith(f"BLEU = {bleu[best]:.2f} ")
     assert chrf_line == f"chrF2 = {chrf[best]:.2f}"
 
