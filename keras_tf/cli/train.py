@@ -86,8 +86,9 @@ def add_arguments(parser):
     )
     parser.add_argument(
         "--warmup-steps", metavar="N", type=int_in_range(1),
-        help="the paper's learning-rate schedule with this warm-up; default: a warm-up "
-        "of a tenth of the planned steps (at most 4000) to the paper's peak rate",
+        help="the warm-up, in updates (from scratch without --learning-rate: the paper's "
+        "schedule with this warm-up); default: a tenth of the planned updates (at most "
+        "4000) to the paper's peak rate, a fiftieth with --init-from",
     )
     parser.add_argument(
         "--gradient-accumulation-steps", metavar="N", type=int_in_range(1), default=1,
