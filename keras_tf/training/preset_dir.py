@@ -24,9 +24,29 @@ import shutil
 import sys
 
 from keras_tf.atomic_files import read_json, write_json
+from keras_tf.buckets import source_buckets
+from keras_tf.decoding.config import DecodingConfig
+from keras_tf.models import get_preset
 from keras_tf.option_error import OptionError
+from keras_tf.special_tokens import UNK_ID
+from keras_tf.text import Seq2SeqTokenizers, make_dataset, make_dataset_by_epoch
+from keras_tf.text.pipeline import (
+    DEFAULT_BATCH_TOKENS,
+    MIN_BATCHES_PER_EPOCH,
+    fitted_batch_tokens,
+)
+from keras_tf.text.preprocessor import Seq2SeqPreprocessor
+from keras_tf.training.averaging import average_checkpoints, epoch_checkpoints
+from keras_tf.training.bleu import ValidationBleu
+from keras_tf.training.distribute import is_chief, make_strategy
+from keras_tf.training.schedules import (
+    checked_accumulation_steps,
+    fine_tuning_peak_learning_rate,
+    paper_peak_learning_rate,
+)
+from keras_tf.training.trainer import train
+from keras_tf.translation import Seq2SeqTranslator, presets
 from keras_tf.training.run_lock import RunLockedError, run_lock
-from keras_tf.translation import presets
 from keras_tf.translation.presets import (
     HISTORY_FILE,  # noqa: F401  (keras_tf.cli reads it from here)
     MODEL_FILE,
@@ -65,7 +85,6 @@ def _native_stderr_silenced():
 
 def _tokenizers_for(out_dir, train_corpus, options, write):
     """The tokenizers of `out_dir`, learned from `train_corpus` the first time."""
-    from keras_tf.text import Seq2SeqTokenizers
 
     directory = os.path.join(out_dir, TOKENIZERS_DIR)
     if os.path.exists(os.path.join(directory, TOKENIZERS_CONFIG)):
@@ -95,7 +114,6 @@ UNKNOWN_PIECES_WARNING = 0.01
 
 def _warn_unknown_pieces(tokenizers, corpus, sample=2000):
     """Print one line if the tokenizers read many of the corpus's pieces as [UNK]."""
-    from keras_tf.special_tokens import UNK_ID
 
     for side, texts in (("source", corpus.sources[:sample]), ("target", corpus.targets[:sample])):
         if not texts:
@@ -123,7 +141,6 @@ def model_paths(tokenizer_model):
 
 def _tokenizers_from_models(out_dir, tokenizer_model, write):
     """The tokenizers of your SentencePiece model(s), saved in `out_dir` the first time."""
-    from keras_tf.text import Seq2SeqTokenizers
 
     directory = os.path.join(out_dir, TOKENIZERS_DIR)
     if os.path.exists(os.path.join(directory, TOKENIZERS_CONFIG)):
@@ -291,24 +308,6 @@ def _train_preset_dir(
         (its tokenizers and decoding settings), and the `History` of
         `keras_tf.training.train`.
     """
-    from keras_tf.buckets import source_buckets
-    from keras_tf.decoding.config import DecodingConfig
-    from keras_tf.models import get_preset
-    from keras_tf.text.preprocessor import Seq2SeqPreprocessor
-    from keras_tf.translation import Seq2SeqTranslator
-    from keras_tf.text import make_dataset, make_dataset_by_epoch
-    from keras_tf.text.pipeline import (
-        DEFAULT_BATCH_TOKENS,
-        MIN_BATCHES_PER_EPOCH,
-        fitted_batch_tokens,
-    )
-    from keras_tf.training.distribute import is_chief, make_strategy
-    from keras_tf.training.schedules import (
-        checked_accumulation_steps,
-        fine_tuning_peak_learning_rate,
-        paper_peak_learning_rate,
-    )
-    from keras_tf.training.trainer import train
 
     base = get_preset(preset)
     initial = None
@@ -467,7 +466,6 @@ def _train_preset_dir(
             )
         import sacrebleu  # noqa: F401  (a missing demo extra fails now, not after an epoch)
 
-        from keras_tf.training.bleu import ValidationBleu
 
         validation_bleu = ValidationBleu(valid_corpus.sources, valid_corpus.targets, tokenizers)
     peak = learning_rate or (fine_tuning_peak_learning_rate(config.d_model) if initial is not None
@@ -521,7 +519,6 @@ def average_preset_dir(model_dir, last, out_dir):
     Returns:
         The epochs averaged, oldest first.
     """
-    from keras_tf.training.averaging import average_checkpoints, epoch_checkpoints
 
     if not os.path.isfile(os.path.join(model_dir, MODEL_FILE)):
         raise ValueError(f"{model_dir} is not a trained preset directory (no {MODEL_FILE})")

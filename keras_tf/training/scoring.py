@@ -16,6 +16,7 @@ import numpy as np
 from keras import ops
 
 from keras_tf.special_tokens import PAD_ID
+from keras_tf.text import frame_source, frame_target
 
 
 @dataclasses.dataclass(frozen=True)
@@ -60,8 +61,6 @@ def pair_log_probabilities(model, tokenizers, sources, targets, batch_size=32):
 
 def score_pairs(model, tokenizers, sources, targets, batch_size=32):
     """`pair_log_probabilities`, and the indices of the pairs cut to fit: a `PairScores`."""
-    from keras_tf.text import frame_source, frame_target
-
     if len(sources) != len(targets):
         raise ValueError(
             f"One target per source; received {len(sources)} sources and {len(targets)} targets"

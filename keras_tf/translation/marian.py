@@ -473,6 +473,7 @@ def _read_marian(directory):
 
     The weights stay unread.
     """
+    # Deferred: TensorFlow (TF-Text), which the numpy weight conversion does not need.
     from keras_tf.text.preprocessor import Seq2SeqPreprocessor
 
     marian_config = read_marian_config(directory)

@@ -208,7 +208,7 @@ def read_tokenizers(folder, max_source_length, max_target_length):
     if not os.path.isfile(os.path.join(folder, TOKENIZERS_CONFIG)):
         return None, None
     try:
-        # Deferred: TensorFlow (TF-Text), which a JAX user may not have.
+        # Deferred, both: TensorFlow (TF-Text), which a JAX user may not have.
         from keras_tf.text.preprocessor import Seq2SeqPreprocessor
         from keras_tf.text.tokenizers import Seq2SeqTokenizers
     except ModuleNotFoundError as error:
@@ -278,6 +278,7 @@ def load_parts(preset, *, tokenizers=None, load_weights=True, dtype=None, **conf
             f"A preset directory fixes its model and tokenizers; received {given} for {preset}"
         )
     if is_marian:
+        # Deferred: the converter's tokenizers need TensorFlow, a keras_tf preset's backbone does not.
         from keras_tf.translation import marian
 
         converted = marian.convert(preset)
@@ -329,6 +330,7 @@ def load_preprocessor(preset):
             "keras_tf.text.Seq2SeqTokenizers.train, or pass a preset directory"
         )
     if is_marian_preset(preset):
+        # Deferred: the converter's tokenizers need TensorFlow (TF-Text).
         from keras_tf.translation import marian
 
         return marian.convert_preprocessor(preset)
