@@ -290,13 +290,13 @@ def _is_a_run(path):
     A run writes options.json before its first step; a run killed earlier
     leaves its learned tokenizers alone (and perhaps a staging folder).
     """
-    from keras_tf.training.preset_dir import OPTIONS_FILE, TOKENIZERS_DIR
     from keras_tf.training.run_lock import LOCK_FILE
+    from keras_tf.translation.presets import OPTIONS_FILE, TOKENIZERS_CONFIG, TOKENIZERS_DIR
 
     if os.path.isfile(os.path.join(path, OPTIONS_FILE)):
         return True
     names = set(os.listdir(path)) - {LOCK_FILE}
     names = {name for name in names if not name.startswith(".partial-")}  # a killed write
     return names == {TOKENIZERS_DIR} and os.path.isfile(
-        os.path.join(path, TOKENIZERS_DIR, "tokenizers.json")
+        os.path.join(path, TOKENIZERS_DIR, TOKENIZERS_CONFIG)
     )
