@@ -53,7 +53,8 @@ def test_train_then_evaluate_translate_export(trained_run, tmp_path, corpus, cap
     assert main(["evaluate", "--model", out, "--test", corpus["test"], "--beam-size", "2",
                  "--batch-size", "8", "--output", hypotheses]) == 0
     lines = capsys.readouterr().out.strip().splitlines()
-    assert len(lines) == 2
+    assert len(lines) == 4  # the two scores, then their sacreBLEU signatures
+    assert lines[2].startswith("BLEU signature: nrefs:1|case:mixed|eff:no|tok:13a|")
     assert re.fullmatch(r"BLEU = \d+\.\d\d [\d./]+ \(BP = [\d.]+ ratio = [\d.]+ "
                         r"hyp_len = \d+ ref_len = \d+\)", lines[0]), lines[0]
     assert re.fullmatch(r"chrF2 = \d+\.\d\d", lines[1]), lines[1]
