@@ -33,7 +33,6 @@ import re
 import tempfile
 import uuid
 
-import keras
 import tensorflow as tf
 from tensorflow.core.protobuf import saved_model_pb2
 

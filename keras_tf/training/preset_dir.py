@@ -48,7 +48,6 @@ from keras_tf.training import trainer
 from keras_tf.translation import Seq2SeqTranslator, presets
 from keras_tf.training.run_lock import RunLockedError, run_lock
 from keras_tf.translation.presets import (
-    HISTORY_FILE,  # noqa: F401  (keras_tf.cli reads it from here)
     MODEL_FILE,
     OPTIONS_FILE,
     TOKENIZERS_CONFIG,
