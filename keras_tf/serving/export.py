@@ -125,13 +125,23 @@ class _TranslatorModule(tf.Module):
     The model's variables and the tokenizers are attributes, so
     `tf.saved_model.save` tracks them explicitly rather than finding them
     through captures (keras-hub #1629, #2015: "untracked resource").
+
+    The variables tracked are the `tf.Variable`s that Keras's variables wrap
+    (`variable.value`), the ones the functions read. A Keras variable saves
+    itself as a new `tf.Variable` beside the one it wraps, and the
+    SavedModel's restore op then fills the new one: `tf.saved_model.load`
+    finds the values through the object graph, but TF Serving and
+    `saved_model_cli` load through a session, run the restore op, and read
+    the wrapped variable, never written ("Could not find variable",
+    keras-team/keras#19274, #20096). `tests/serving/serving_process.py`
+    loads the export that way.
     """
 
     def __init__(self, exported, xla, asset_paths):
         super().__init__(name="keras_tf_translator")
         t = exported
         preprocessor = t.preprocessor
-        self.model_variables = list(t.model.variables)
+        self.model_variables = [variable.value for variable in t.model.variables]
         self.tokenizers = preprocessor.tokenizers
         self.assets = [tf.saved_model.Asset(path) for path in asset_paths]
         buckets = tf.constant(t.source_buckets, tf.int32)
