@@ -12,13 +12,14 @@ from keras_tf.training.callbacks import LearningRateMonitor
 from keras_tf.models.losses import MaskedSparseCategoricalCrossentropy
 from keras_tf.models.metrics import MaskedTokenAccuracy
 from keras_tf.training.reverse_task import make_reverse_task
-from keras_tf.training.schedules import (
+from keras_tf.models.schedules import (
     PerUpdateSchedule,
     TransformerSchedule,
     WarmupInverseSqrtSchedule,
     fine_tuning_peak_learning_rate,
     paper_adam,
     planned_fine_tuning_schedule,
+    planned_learning_rate,
     planned_schedule,
     planned_warmup_steps,
     transformer_adam,
@@ -52,6 +53,7 @@ __all__ = [
     "fine_tuning_peak_learning_rate",
     "paper_adam",
     "planned_fine_tuning_schedule",
+    "planned_learning_rate",
     "planned_schedule",
     "planned_warmup_steps",
     "train",

@@ -39,7 +39,7 @@ from keras_tf.text.preprocessor import Seq2SeqPreprocessor
 from keras_tf.training.averaging import average_checkpoints, epoch_checkpoints
 from keras_tf.training.bleu import ValidationBleu
 from keras_tf.training.distribute import is_chief, make_strategy
-from keras_tf.training.schedules import (
+from keras_tf.models.schedules import (
     checked_accumulation_steps,
     fine_tuning_peak_learning_rate,
     paper_peak_learning_rate,
