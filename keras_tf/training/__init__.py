@@ -1,4 +1,7 @@
-"""Training pieces: the paper's loss, metric, schedule and optimizer, and the entry point.
+"""Training pieces: the paper's loss, metric, schedule and optimizer, the recipe, the entry point.
+
+`TrainingOptions` is the recipe of both front doors: `train_preset_dir`
+(`keras-tf train`) and `Seq2SeqTranslator.fit(..., options=...)`.
 
 The loss, metric, schedule and reverse task run on any Keras backend.
 `train`, `make_strategy`, `train_preset_dir` and `average_preset_dir` use
@@ -24,6 +27,7 @@ from keras_tf.models.schedules import (
     planned_warmup_steps,
     transformer_adam,
 )
+from keras_tf.translation.training_options import TrainingOptions
 
 # name -> the TensorFlow-only module that defines it
 _NEEDS_TENSORFLOW = {
@@ -45,6 +49,7 @@ __all__ = [
     "MaskedSparseCategoricalCrossentropy",
     "MaskedTokenAccuracy",
     "PerUpdateSchedule",
+    "TrainingOptions",
     "TransformerSchedule",
     "WarmupInverseSqrtSchedule",
     "average_preset_dir",

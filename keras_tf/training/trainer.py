@@ -39,6 +39,7 @@ from keras_tf.models import Seq2SeqTransformer, TransformerConfig, get_preset
 from keras_tf.atomic_files import write_atomically as _write_atomically
 from keras_tf.tensorflow_import import require_tensorflow
 from keras_tf.translation import presets
+from keras_tf.translation.training_options import KEEP_BEST, MIXED_PRECISION_POLICIES
 from keras_tf.training.distribute import (
     any_worker,
     make_strategy,
@@ -47,7 +48,6 @@ from keras_tf.training.distribute import (
     resolve_jit_compile,
     worker_dir,
 )
-from keras_tf.training.bleu import KEEP_BEST
 from keras_tf.training.callbacks import LearningRateMonitor
 from keras_tf.models.losses import MaskedSparseCategoricalCrossentropy
 from keras_tf.models.metrics import MaskedTokenAccuracy
@@ -60,7 +60,6 @@ from keras_tf.models.schedules import (
 tf = require_tensorflow("keras_tf.training.train")
 logger = logging.getLogger(__name__)
 
-MIXED_PRECISION_POLICIES = ("mixed_bfloat16", "mixed_float16")
 BACKUP_STATE = "state.json"
 # backup_every=None backs up after this much training time (and at every
 # epoch end): a kill loses at most about five minutes of work.

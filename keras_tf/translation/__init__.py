@@ -16,6 +16,7 @@ from keras_tf.translation.presets import (
     load_preprocessor,
     load_tokenizers,
 )
+from keras_tf.translation.training_options import TrainingOptions
 from keras_tf.translation.translator import (
     CrossAttention,
     Seq2SeqTranslator,
@@ -26,6 +27,7 @@ from keras_tf.translation.translator import (
 __all__ = [
     "CrossAttention",
     "Seq2SeqTranslator",
+    "TrainingOptions",
     "Translations",
     "load_backbone",
     "load_decoding",
