@@ -7,6 +7,7 @@ composes the model, the text steps, the decoding loops and the export.
     translator = Seq2SeqTranslator.from_preset("my_run")    # or hf://Helsinki-NLP/opus-mt-en-de
     translator.generate(["Save the notebook"], method="beam", beam_size=4)
     presets.load_tokenizers("my_run")                         # one part, without the weights
+    translator.fit(sources, targets, options=TrainingOptions(epochs=5))  # keras-tf train's recipe
 """
 
 from keras_tf.translation import presets
