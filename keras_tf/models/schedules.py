@@ -9,6 +9,7 @@ backend; `keras_tf.training` exports them too.
 import keras
 from keras import ops
 
+from keras_tf.frozen_config import is_int
 from keras_tf.models.learning_rates import (  # noqa: F401  (exported here too)
     FINE_TUNING_PEAK_SCALE,
     MAX_WARMUP_STEPS,
@@ -87,7 +88,7 @@ class PerUpdateSchedule(keras.optimizers.schedules.LearningRateSchedule):
                 "PerUpdateSchedule wraps a keras.optimizers.schedules.LearningRateSchedule; "
                 f"received {type(schedule).__name__}"
             )
-        if not _is_int(batches_per_update) or batches_per_update < 1:
+        if not is_int(batches_per_update) or batches_per_update < 1:
             raise ValueError(
                 "batches_per_update must be a positive integer; "
                 f"received batches_per_update={batches_per_update!r}"
@@ -115,10 +116,6 @@ class PerUpdateSchedule(keras.optimizers.schedules.LearningRateSchedule):
         return cls(schedule, config["batches_per_update"])
 
 
-def _is_int(value):
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
 def checked_accumulation_steps(gradient_accumulation_steps):
     """N, the batches an update takes, for `gradient_accumulation_steps` (None: 1), checked.
 
@@ -128,7 +125,7 @@ def checked_accumulation_steps(gradient_accumulation_steps):
     """
     if gradient_accumulation_steps is None:
         return 1
-    if not _is_int(gradient_accumulation_steps) or gradient_accumulation_steps < 1:
+    if not is_int(gradient_accumulation_steps) or gradient_accumulation_steps < 1:
         raise ValueError(
             "gradient_accumulation_steps must be None or a positive integer; "
             f"received gradient_accumulation_steps={gradient_accumulation_steps!r}"

@@ -13,7 +13,7 @@ calls.
 import dataclasses
 import os
 
-from keras_tf.frozen_config import ConfigMethods
+from keras_tf.frozen_config import ConfigMethods, is_int, is_number
 from keras_tf.models.config import PRESETS
 from keras_tf.models.schedules import planned_learning_rate
 from keras_tf.option_error import OptionError
@@ -43,14 +43,6 @@ _MINIMUMS = {
 }
 # What an options.json written before the fine-tuning field existed says in `preset`.
 _LEGACY_INIT_FROM = "init-from "
-
-
-def _is_int(value):
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _is_number(value):
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -165,19 +157,19 @@ class TrainingOptions(ConfigMethods):
 
         for name, least in _MINIMUMS.items():
             value = getattr(self, name)
-            if value is not None and not (_is_int(value) and value >= least):
+            if value is not None and not (is_int(value) and value >= least):
                 fail(name, f"must be a whole number >= {least}")
         if self.init_from is None:
             if self.preset not in PRESETS:
                 fail("preset", f"not an untrained architecture; one of {sorted(PRESETS)}")
             if self.tokenizer not in TOKENIZERS:
                 fail("tokenizer", f"must be one of {list(TOKENIZERS)}")
-        if self.dropout is not None and not (_is_number(self.dropout) and 0 <= self.dropout < 1):
+        if self.dropout is not None and not (is_number(self.dropout) and 0 <= self.dropout < 1):
             fail("dropout", "must be in [0, 1)")
         if self.learning_rate is not None and not (
-                _is_number(self.learning_rate) and self.learning_rate > 0):
+                is_number(self.learning_rate) and self.learning_rate > 0):
             fail("learning_rate", "must be a number > 0")
-        if not (_is_number(self.label_smoothing) and 0 <= self.label_smoothing < 1):
+        if not (is_number(self.label_smoothing) and 0 <= self.label_smoothing < 1):
             fail("label_smoothing", "must be in [0, 1)")
         if self.mixed_precision not in (None, *MIXED_PRECISION_POLICIES):
             fail("mixed_precision", f"must be None or one of {list(MIXED_PRECISION_POLICIES)}")
