@@ -1,7 +1,7 @@
 """Training into a preset directory, and averaging its checkpoints (`keras-tf train`, `keras-tf average`).
 
     DIR/           a preset directory (`keras_tf.translation.presets` names its files):
-      options.json   the options the directory was made with
+      options.json   the TrainingOptions the directory was made with
       tokenizers/    Seq2SeqTokenizers.save, learned from the training corpus
                      (with --init-from: the given model's, byte for byte)
       decoding.json  the DecodingConfig (with --init-from: the given model's)
@@ -15,7 +15,8 @@
 
 Running `train_preset_dir` again on the same directory reuses its tokenizers
 and resumes from `backup/` at the next unseen batch; options that would
-change the model or its vocabulary must be the same as the first time.
+change the model or its vocabulary (`TrainingOptions.check_resumes`) must be
+the same as the first time.
 """
 
 import contextlib
@@ -45,17 +46,13 @@ from keras_tf.models.schedules import (
 from keras_tf.training import trainer
 from keras_tf.translation import Seq2SeqTranslator, presets
 from keras_tf.training.run_lock import RunLockedError, run_lock
-from keras_tf.translation.training_options import (  # noqa: F401  (FIXED_OPTIONS: named here too)
-    FIXED_OPTIONS,
-    TrainingOptions,
-)
+from keras_tf.translation.training_options import TrainingOptions
 from keras_tf.translation.presets import (
     MODEL_FILE,
     OPTIONS_FILE,
     TOKENIZERS_CONFIG,
     TOKENIZERS_DIR,
 )
-
 
 
 @contextlib.contextmanager
@@ -140,7 +137,7 @@ def _tokenizers_from_models(out_dir, tokenizer_model, write):
 
 
 def check_same_options(out_dir, options):
-    """Raise `OptionError` if `out_dir` holds a run made with other `FIXED_OPTIONS` than `options`."""
+    """Raise `OptionError` if `out_dir` holds a run whose fixed options differ from `options`."""
     before = presets.read_options(out_dir)
     if before is not None:
         options.check_resumes(before, out_dir)
