@@ -44,7 +44,7 @@ def main():
     from keras_tf.decoding import DecodingConfig
     from keras_tf.training.bleu import corpus_metrics
     from keras_tf.training.preset_dir import train_preset_dir
-    from keras_tf.training.schedules import paper_peak_learning_rate
+    from keras_tf.models.schedules import paper_peak_learning_rate
     from keras_tf.translation import Seq2SeqTranslator
     from keras_tf.translation.batches import translate_in_batches
 
