@@ -89,15 +89,28 @@ def write_position(buffer, index, update):
         return update_at(buffer, index, ops.expand_dims(update, 1), axis=1)
     import tensorflow as tf  # only inside in_place_writes(), on the TensorFlow backend
 
-    length = buffer.shape[1]
-    rows = tf.reshape(buffer, tf.concat([[2 * length], tf.shape(buffer)[2:]], 0))
+    rows = _rows(buffer)
     index = tf.cast(index, tf.int32)
     rows = tf.raw_ops.InplaceUpdate(
-        x=rows, i=tf.stack([index, index + length]), v=tf.cast(update, buffer.dtype)
+        x=rows, i=tf.stack([index, index + buffer.shape[1]]), v=tf.cast(update, buffer.dtype)
     )
-    out = tf.reshape(rows, tf.shape(buffer))
+    out = tf.reshape(rows, _static_shape(buffer))
     out.set_shape(buffer.shape)
     return out
+
+
+def _static_shape(buffer):
+    # The batch axis (2) is the one unknown when the export is traced: -1,
+    # so the reshapes need no Shape op.
+    return [-1 if n is None else n for n in buffer.shape]
+
+
+def _rows(buffer):
+    """`[2, length, ...]` viewed as `[2 * length, ...]` (a reshape: no copy)."""
+    import tensorflow as tf  # only inside in_place_writes(), on the TensorFlow backend
+
+    shape = _static_shape(buffer)
+    return tf.reshape(buffer, [2 * shape[1]] + shape[2:])
 
 
 def update_at(tensor, index, update, axis):
@@ -175,7 +188,7 @@ def written_keys_values(buffer, index):
     import tensorflow as tf  # only inside in_place_writes(), on the TensorFlow backend
 
     length = buffer.shape[1]
-    rows = tf.reshape(buffer, tf.concat([[2 * length], tf.shape(buffer)[2:]], 0))
+    rows = _rows(buffer)
     count = tf.cast(index, tf.int32) + 1
     # Slices of the first axis alone: views, not copies.
     return rows[:count], rows[length : length + count]
