@@ -22,6 +22,7 @@ much of the Bible the adaptation keeps.
 
 import argparse
 import os
+import random
 import sys
 import time
 
@@ -35,6 +36,12 @@ def parse_args():
     parser.add_argument("--epochs", type=int, default=5, help="in-domain epochs of each way")
     parser.add_argument("--bible-test", type=int, default=400, help="Bible test verses scored")
     parser.add_argument("--lora-rank", type=int, default=8)
+    parser.add_argument("--bible-dir", default=None,
+                        help="a trained Bible model to reuse (default: OUT/bible, trained if missing)")
+    parser.add_argument("--ways", default="defaults,scratch-schedule,lora,scratch-ui",
+                        help="comma-separated ways: defaults, scratch-schedule, lora, scratch-ui, "
+                             "replay; KIND@S sets the peak to S x the from-scratch one, "
+                             "loraR for LoRA of rank R, replayN for N Bible pairs per UI pair")
     return parser.parse_args()
 
 
@@ -42,6 +49,7 @@ def main():
     args = parse_args()
     from keras_tf.datasets import load_bible, load_jupyterlab_fr
     from keras_tf.decoding import DecodingConfig
+    from keras_tf.text import ParallelCorpus
     from keras_tf.training.bleu import corpus_metrics
     from keras_tf.training.preset_dir import train_preset_dir
     from keras_tf.training.schedules import paper_peak_learning_rate
@@ -63,26 +71,56 @@ def main():
         return row
 
     os.makedirs(args.out, exist_ok=True)
-    bible_dir = os.path.join(args.out, "bible")
+    bible_dir = args.bible_dir or os.path.join(args.out, "bible")
     start = time.perf_counter()
     if not os.path.isfile(os.path.join(bible_dir, "model.keras")) or args.bible_epochs == 0:
         train_preset_dir(bible_dir, bible.train, bible.valid, preset="transformer_small",
                          epochs=args.bible_epochs, verbose=2)
     bible_seconds = time.perf_counter() - start
     d_model = Seq2SeqTranslator.from_preset(bible_dir).config.d_model
+    scratch_peak = paper_peak_learning_rate(d_model)
 
-    ways = {
-        "fine-tuned, defaults": dict(init_from=bible_dir),
-        "fine-tuned, from-scratch schedule (peer)": dict(
-            init_from=bible_dir, learning_rate=paper_peak_learning_rate(d_model)),
-        f"LoRA rank {args.lora_rank}, defaults": dict(init_from=bible_dir, lora_rank=args.lora_rank),
-        "from scratch on the UI strings (peer)": dict(preset="transformer_small"),
-    }
+    def replay_corpus(ratio):
+        """The UI pairs and `ratio` times as many Bible training pairs, drawn once (seed 0)."""
+        drawn = random.Random(0).sample(range(len(bible.train)), round(ratio * len(ui.train)))
+        return ParallelCorpus(list(ui.train.sources) + [bible.train.sources[i] for i in drawn],
+                              list(ui.train.targets) + [bible.train.targets[i] for i in drawn])
+
+    def way(spec):
+        """`(label, train corpus, train_preset_dir options)` of a `--ways` entry."""
+        kind, _, scale = spec.partition("@")
+        options, corpus, label = dict(init_from=bible_dir), ui.train, None
+        if kind == "defaults":
+            label = "fine-tuned, defaults"
+        elif kind == "scratch-schedule":
+            label = "fine-tuned, from-scratch schedule (peer)"
+            options["learning_rate"] = scratch_peak
+        elif kind.startswith("lora"):
+            rank = int(kind[4:] or args.lora_rank)
+            label = f"LoRA rank {rank}"
+            options["lora_rank"] = rank
+        elif kind.startswith("replay"):
+            ratio = float(kind[6:] or 1)
+            label = f"fine-tuned, {ratio:g} Bible pair(s) replayed per UI pair"
+            corpus = replay_corpus(ratio)
+        elif kind == "scratch-ui":
+            label = "from scratch on the UI strings (peer)"
+            options = dict(preset="transformer_small")
+        else:
+            raise SystemExit(f"unknown way {spec!r}")
+        if scale:
+            options["learning_rate"] = float(scale) * scratch_peak
+            label += f", peak {scale}x from-scratch"
+        elif kind not in ("scratch-schedule", "scratch-ui"):
+            label += ", defaults"
+        return label, corpus, options
+
     rows = {"Bible model, unadapted": (scores(bible_dir), 0.0)}
-    for index, (name, options) in enumerate(ways.items()):
-        directory = os.path.join(args.out, f"way-{index}")
+    for spec in args.ways.split(","):
+        name, corpus, options = way(spec)
+        directory = os.path.join(args.out, spec)
         began = time.perf_counter()
-        train_preset_dir(directory, ui.train, ui.valid, epochs=args.epochs, verbose=2, **options)
+        train_preset_dir(directory, corpus, ui.valid, epochs=args.epochs, verbose=2, **options)
         rows[name] = (scores(directory), time.perf_counter() - began)
         print(f"{name}: {rows[name]}", file=sys.stderr, flush=True)
 
@@ -96,6 +134,9 @@ def main():
         kept = row["bible"][0] / kept_base if kept_base else float("nan")
         print(f"| {name} | {row['ui'][0]:.1f} | {row['ui'][1]:.1f} | {row['bible'][0]:.1f} | "
               f"{kept:.0%} | {seconds:.0f} |")
+    if not {"fine-tuned, defaults", "from scratch on the UI strings (peer)",
+            "fine-tuned, from-scratch schedule (peer)"} <= set(rows):
+        return
     ours = rows["fine-tuned, defaults"][0]
     scratch = rows["from scratch on the UI strings (peer)"][0]
     peer = rows["fine-tuned, from-scratch schedule (peer)"][0]
