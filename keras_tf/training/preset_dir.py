@@ -29,7 +29,7 @@ from keras_tf.decoding.config import DecodingConfig
 from keras_tf.models import get_preset
 from keras_tf.option_error import OptionError
 from keras_tf.special_tokens import UNK_ID
-from keras_tf.text import Seq2SeqTokenizers, make_dataset, make_dataset_by_epoch
+from keras_tf.text import Seq2SeqTokenizers, make_dataset, make_dataset_by_epoch, with_replay
 from keras_tf.text.pipeline import (
     DEFAULT_BATCH_TOKENS,
     MIN_BATCHES_PER_EPOCH,
@@ -231,6 +231,8 @@ def _train_preset_dir(
     lora_rank=None,
     lora_targets=("query", "value"),
     tokenizer_model=None,
+    replay_corpus=None,
+    replay_ratio=1.0,
     verbose="auto",
     run_locks=None,
 ):
@@ -298,6 +300,13 @@ def _train_preset_dir(
         tokenizer_model: your SentencePiece model (a path), or a pair of
             paths (source, target), instead of learning tokenizers
             (`Seq2SeqTokenizers.from_sentencepiece`). Defaults to None.
+        replay_corpus: a `ParallelCorpus` of the domain to keep (the one
+            `init_from` was trained on), sampled into the training pairs
+            (`keras_tf.text.with_replay`, drawn from `seed`). With
+            `init_from`, the default peak is then twice the from-scratch
+            one (`fine_tuning_peak_learning_rate(d_model, replay=True)`).
+            Defaults to None.
+        replay_ratio: replayed pairs per training pair. Defaults to 1.0.
         verbose: passed to `model.fit`.
         run_locks: a `contextlib.ExitStack` that holds the chief's
             `run_lock(out_dir)` until the run ends.
@@ -310,6 +319,12 @@ def _train_preset_dir(
 
     base = get_preset(preset)
     initial = None
+    new_pairs = train_corpus  # the new domain, which the [UNK] check reads
+    if replay_corpus is not None:
+        try:
+            train_corpus = with_replay(train_corpus, replay_corpus, replay_ratio, seed)
+        except ValueError as error:
+            raise OptionError([("replay_ratio", replay_ratio)], str(error)) from None
     if init_from is not None and tokenizer_model is not None:
         raise OptionError(
             [("init_from", init_from), ("tokenizer_model", tokenizer_model)],
@@ -361,7 +376,8 @@ def _train_preset_dir(
         "tokenizer_model": model_paths(tokenizer_model),
         "gradient_accumulation_steps": checked_accumulation_steps(gradient_accumulation_steps),
         "seed": seed,
-        "train_pairs": len(train_corpus),
+        "train_pairs": len(new_pairs),
+        "replay_pairs": len(train_corpus) - len(new_pairs),
         "valid_pairs": len(valid_corpus) if valid_corpus is not None else 0,
     }
     check_same_options(out_dir, options)
@@ -389,7 +405,7 @@ def _train_preset_dir(
             "tokenizer, vocabulary size or max length options",
             file=sys.stderr,
         )
-        _warn_unknown_pieces(tokenizers, train_corpus)
+        _warn_unknown_pieces(tokenizers, new_pairs)
     elif tokenizer_model is not None:
         decoding = DecodingConfig()
         tokenizers = _tokenizers_from_models(out_dir, tokenizer_model, write=chief)
@@ -401,7 +417,7 @@ def _train_preset_dir(
             f"{tokenizers.target_vocabulary_size} target ids (4 reserved, then its pieces)",
             file=sys.stderr,
         )
-        _warn_unknown_pieces(tokenizers, train_corpus)
+        _warn_unknown_pieces(tokenizers, new_pairs)
     else:
         decoding = DecodingConfig()
         # Every worker learns the same tokenizers from the same corpus; the chief saves them.
@@ -467,11 +483,16 @@ def _train_preset_dir(
 
 
         validation_bleu = ValidationBleu(valid_corpus.sources, valid_corpus.targets, tokenizers)
-    peak = learning_rate or (fine_tuning_peak_learning_rate(config.d_model) if initial is not None
-                             else paper_peak_learning_rate(config.d_model))
+    replay = replay_corpus is not None
+    if replay:
+        print(f"Replay: {len(train_corpus) - len(new_pairs)} pairs of the replay corpus mixed "
+              f"into the {len(new_pairs)} training pairs", file=sys.stderr)
+    peak = learning_rate or (fine_tuning_peak_learning_rate(config.d_model, replay)
+                             if initial is not None else paper_peak_learning_rate(config.d_model))
     print(
         f"Learning rate: a warm-up to a peak of {peak:.2g} "
-        + ("(the fine-tuning default: a tenth of the from-scratch peak; --learning-rate sets it)"
+        + (f"(the fine-tuning default: {'twice' if replay else 'a tenth of'} the from-scratch "
+           f"peak{' with replay' if replay else ''}; --learning-rate sets it)"
            if initial is not None and learning_rate is None else
            "(--learning-rate)" if learning_rate is not None else
            "(the paper's peak for this d_model; --learning-rate sets it)")
@@ -496,7 +517,7 @@ def _train_preset_dir(
         jit_compile=jit_compile,
         mixed_precision=mixed_precision,
         warmup_steps=warmup_steps,
-        peak_learning_rate=learning_rate,
+        peak_learning_rate=peak if initial is not None else learning_rate,
         gradient_accumulation_steps=gradient_accumulation_steps,
         seed=seed,
         backup_every=backup_every,
