@@ -1,4 +1,4 @@
-"""`keras-tf train` for adapting a model: the fine-tuning rate, --learning-rate, LoRA, your own tokenizer."""
+"""`keras-tf train` for adapting a model: the fine-tuning rate, --learning-rate, LoRA, replay, your own tokenizer."""
 
 import csv
 import io
@@ -129,7 +129,8 @@ def test_replay_corpus_keeps_the_old_domain_at_the_replay_peak(trained_run, corp
         return float(np.mean(translator.score([s for s, _ in pairs], [t for _, t in pairs])))
 
     old_test, new_test = list(read_tsv(corpus["test"])), long_pairs(20, 32)
-    before_old, before_new = mean_log_probability(run, old_test), mean_log_probability(run, new_test)
+    before_old = mean_log_probability(run, old_test)
+    before_new = mean_log_probability(run, new_test)
     # Both learn the new domain (measured: -17.3 before, -13.7 and -13.6 after);
     # replay keeps the old one (-6.4 before, -5.6 with replay, -6.6 alone).
     assert mean_log_probability(replayed, new_test) > before_new + 2.0
