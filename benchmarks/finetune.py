@@ -8,8 +8,8 @@ one run, all through `train_preset_dir` (what `keras-tf train` runs):
 * unadapted: the Bible model as it is;
 * fine-tuned with the defaults (`init_from`: a short warm-up to a tenth of
   the from-scratch peak);
-* fine-tuned with replay, the defaults (`replay_corpus`: as many Bible
-  training pairs as UI pairs mixed in, and a peak of twice the
+* fine-tuned with replay, the defaults (`replay_corpus`: two Bible
+  training pairs per UI pair mixed in, and a peak of twice the
   from-scratch one): mixed fine-tuning;
 * fine-tuned with the from-scratch schedule (the peer: what `--init-from`
   planned before, the paper's peak);
@@ -57,7 +57,7 @@ def main():
     from keras_tf.datasets import load_bible, load_jupyterlab_fr
     from keras_tf.decoding import DecodingConfig
     from keras_tf.training.bleu import corpus_metrics
-    from keras_tf.training.preset_dir import train_preset_dir
+    from keras_tf.training.preset_dir import REPLAY_RATIO, train_preset_dir
     from keras_tf.training.schedules import paper_peak_learning_rate
     from keras_tf.translation import Seq2SeqTranslator
     from keras_tf.translation.batches import translate_in_batches
@@ -102,7 +102,7 @@ def main():
             label = f"LoRA rank {rank}"
             options["lora_rank"] = rank
         elif kind.startswith("replay"):
-            ratio = float(kind[6:] or 1)
+            ratio = float(kind[6:] or REPLAY_RATIO)
             label = f"fine-tuned with replay, {ratio:g} Bible pair(s) per UI pair"
             options.update(replay_corpus=bible.train, replay_ratio=ratio)
         elif kind == "scratch-ui":

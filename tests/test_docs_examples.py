@@ -155,7 +155,7 @@ def test_pretrained_example_runs_on_the_marian_fixture(tmp_path):
     reference = json.loads((ROOT / "tests" / "fixtures" / "marian_tiny" / "reference.json")
                            .read_text(encoding="utf-8"))
     pairs = "".join(f"{s}\t{t}\n" for s, t in zip(reference["sources"], reference["targets"]))
-    for name, copies in (("domain-train", 8), ("domain-valid", 1), ("general-train", 8)):
+    for name, copies in (("domain-train", 4), ("domain-valid", 1), ("general-train", 12)):
         (tmp_path / f"{name}.tsv").write_text(pairs * copies, encoding="utf-8")
     blocks = python_blocks(ROOT / "docs" / "pretrained.md")
     assert len(blocks) == 2
@@ -166,7 +166,8 @@ def test_pretrained_example_runs_on_the_marian_fixture(tmp_path):
     assert (tmp_path / "en-de" / "model.keras").is_file()
     assert one_string_list(tuned[-1]), tuned
     options = json.loads((tmp_path / "en-de-domain" / "options.json").read_text())
-    assert options["replay_pairs"] == options["train_pairs"] == 8 * len(reference["sources"])
+    # Two replayed pairs per new pair, the default.
+    assert options["replay_pairs"] == 2 * options["train_pairs"] == 8 * len(reference["sources"])
 
 
 def test_which_blocks_must_keep_tensorflows_lines_off_stderr():

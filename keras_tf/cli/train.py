@@ -123,8 +123,8 @@ def add_arguments(parser):
         "with --init-from the default peak is then twice the from-scratch one",
     )
     parser.add_argument(
-        "--replay-ratio", metavar="R", type=float, default=1.0,
-        help="with --replay-corpus, replayed pairs per --train pair; default: 1",
+        "--replay-ratio", metavar="R", type=float,
+        help="with --replay-corpus, replayed pairs per --train pair; default: 2",
     )
     parser.add_argument(
         "--lora-rank", metavar="R", type=int_in_range(1),

@@ -62,6 +62,10 @@ FIXED_OPTIONS = (
 )
 # What an options.json written before an option existed stands for.
 OPTION_DEFAULTS = {"gradient_accumulation_steps": 1}
+# Replayed pairs per new pair when fine-tuning with replay: with the replay
+# peak, the ratio that learned the new domain and kept the old
+# (benchmarks/finetune.py).
+REPLAY_RATIO = 2.0
 
 
 @contextlib.contextmanager
@@ -232,7 +236,7 @@ def _train_preset_dir(
     lora_targets=("query", "value"),
     tokenizer_model=None,
     replay_corpus=None,
-    replay_ratio=1.0,
+    replay_ratio=None,
     verbose="auto",
     run_locks=None,
 ):
@@ -306,7 +310,8 @@ def _train_preset_dir(
             `init_from`, the default peak is then twice the from-scratch
             one (`fine_tuning_peak_learning_rate(d_model, replay=True)`).
             Defaults to None.
-        replay_ratio: replayed pairs per training pair. Defaults to 1.0.
+        replay_ratio: replayed pairs per training pair. Defaults to None:
+            `REPLAY_RATIO`, 2.
         verbose: passed to `model.fit`.
         run_locks: a `contextlib.ExitStack` that holds the chief's
             `run_lock(out_dir)` until the run ends.
@@ -322,7 +327,8 @@ def _train_preset_dir(
     new_pairs = train_corpus  # the new domain, which the [UNK] check reads
     if replay_corpus is not None:
         try:
-            train_corpus = with_replay(train_corpus, replay_corpus, replay_ratio, seed)
+            ratio = REPLAY_RATIO if replay_ratio is None else replay_ratio
+            train_corpus = with_replay(train_corpus, replay_corpus, ratio, seed)
         except ValueError as error:
             raise OptionError([("replay_ratio", replay_ratio)], str(error)) from None
     if init_from is not None and tokenizer_model is not None:
