@@ -113,7 +113,7 @@ def main():
         if scale:
             options["learning_rate"] = float(scale) * scratch_peak
             label += f", peak {scale}x from-scratch"
-        elif kind not in ("scratch-schedule", "scratch-ui"):
+        elif kind not in ("defaults", "scratch-schedule", "scratch-ui"):
             label += ", defaults"
         return label, options
 
