@@ -124,7 +124,7 @@ def add_arguments(parser):
     )
     parser.add_argument(
         "--replay-ratio", metavar="R", type=float,
-        help="with --replay-corpus, replayed pairs per --train pair; default: 2",
+        help="with --replay-corpus, replayed pairs per --train pair; default: two",
     )
     parser.add_argument(
         "--lora-rank", metavar="R", type=int_in_range(1),
