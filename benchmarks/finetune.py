@@ -42,6 +42,8 @@ def parse_args():
     parser.add_argument("--epochs", type=int, default=5, help="in-domain epochs of each way")
     parser.add_argument("--bible-test", type=int, default=400, help="Bible test verses scored")
     parser.add_argument("--lora-rank", type=int, default=8)
+    parser.add_argument("--seed", type=int, default=0,
+                        help="seeds each adaptation's shuffle, fresh weights and replay draw")
     parser.add_argument("--bible-dir", default=None,
                         help="a trained Bible model to reuse (default: OUT/bible, trained if "
                              "missing)")
@@ -123,7 +125,8 @@ def main():
         label, options = way(spec)
         directory = os.path.join(args.out, spec)
         began = time.perf_counter()
-        train_preset_dir(directory, ui.train, ui.valid, epochs=args.epochs, verbose=2, **options)
+        train_preset_dir(directory, ui.train, ui.valid, epochs=args.epochs, seed=args.seed,
+                         verbose=2, **options)
         rows[spec] = (label, scores(directory), time.perf_counter() - began)
         print(f"{label}: {rows[spec][1:]}", file=sys.stderr, flush=True)
 
