@@ -35,6 +35,7 @@ JAX_CPU_HEAP = {
     "MALLOC_MMAP_MAX_": "0",
     "MALLOC_TRIM_THRESHOLD_": str(1 << 40),
 }
+DECODE_BATCH_SIZE = 8
 # (label, backend, extra environment), run in this order each round.
 ARMS = (
     ("TensorFlow", "tensorflow", {}),
@@ -66,11 +67,13 @@ def training_rate(output):
     return float(match.group(1))
 
 
-def decoding_rates(output, new_tokens):
-    """{method: tokens/s} at `new_tokens`, from decode_speed.py's table."""
-    row = re.search(rf"^\| {new_tokens} \|(.*)$", output, re.MULTILINE).group(1)
+def decoding_rates(output, new_tokens, batch_size=DECODE_BATCH_SIZE):
+    """{method: tokens/s} at `batch_size` and `new_tokens`, from decode_speed.py's first table."""
+    row = re.search(
+        rf"^\| {batch_size} \| {new_tokens} \|(.*)$", output, re.MULTILINE
+    ).group(1)
     cells = [cell.strip() for cell in row.split("|")]
-    # Columns: uncached_eager, uncached_graph, greedy, beam4, then ratios.
+    # Columns after batch and new tokens: uncached_eager, uncached_graph, greedy, beam4, ratios.
     rate = lambda cell: float(re.search(r"\(([\d,]+)\)", cell).group(1).replace(",", ""))  # noqa: E731
     return {"greedy": rate(cells[2]), "beam4": rate(cells[3])}
 
@@ -92,7 +95,7 @@ def main():
                       "--rounds", "2", "--steps", str(args.train_steps))
             figures[label].setdefault("training target tok/s", []).append(training_rate(out))
             out = run("decode_speed.py", backend, env_extra, usage[label],
-                      "--lengths", str(args.new_tokens),
+                      "--lengths", str(args.new_tokens), "--batch-sizes", str(DECODE_BATCH_SIZE),
                       "--repeats", str(args.decode_repeats), "--uncached-max-length", "0")
             for method, rate in decoding_rates(out, args.new_tokens).items():
                 figures[label].setdefault(f"{method} tok/s", []).append(rate)

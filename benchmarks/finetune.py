@@ -59,8 +59,9 @@ def main():
     from keras_tf.datasets import load_bible, load_jupyterlab_fr
     from keras_tf.decoding import DecodingConfig
     from keras_tf.training.bleu import corpus_metrics
-    from keras_tf.training.preset_dir import REPLAY_RATIO, train_preset_dir
-    from keras_tf.training.schedules import paper_peak_learning_rate
+    from keras_tf.training.preset_dir import train_preset_dir
+    from keras_tf.models.schedules import paper_peak_learning_rate
+    from keras_tf.translation.training_options import REPLAY_RATIO
     from keras_tf.translation import Seq2SeqTranslator
     from keras_tf.translation.batches import translate_in_batches
 

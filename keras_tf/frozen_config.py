@@ -1,6 +1,24 @@
-"""`replace`, `to_dict` and `from_dict` for the frozen config dataclasses of every floor."""
+"""`replace`, `to_dict` and `from_dict` for the frozen config dataclasses of every floor.
+
+And the two type checks their validation shares (`bool` is no number there).
+"""
 
 import dataclasses
+
+
+def is_int(value):
+    """Whether `value` is an `int` and not a `bool`.
+
+    Example:
+        >>> is_int(3), is_int(True), is_int(3.0)
+        (True, False, False)
+    """
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def is_number(value):
+    """Whether `value` is an `int` or a `float` and not a `bool`."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 class ConfigMethods:

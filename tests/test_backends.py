@@ -23,12 +23,16 @@ HIDE_TENSORFLOW = ROOT / "tests" / "hide_tensorflow.py"
 # log-probs over the penalty, the reverse task, a .keras round trip (in the
 # layer checks), the loss, metric and schedule, and what is JAX-specific
 # (weights read at call time, seeds in the compiled loop), and gradient
-# accumulation (the schedule per update; N batches, one update). Cached == uncached
-# greedy on JAX is checked by gpu_check.py --cpu (without TensorFlow): the test in
-# test_greedy.py would spend minutes compiling JAX's eager ops for every
-# prefix length. The staged cache against one fixed cache (test_stages.py) is
-# keras.ops alone, the same on both backends, and runs on TensorFlow only: 10 s
-# of this process's JAX compiles; one trace per shape on JAX is test_generate's.
+# accumulation (the schedule per update; N batches, one update). Issue 50's
+# decoding equalities at batch 16: the beam tests' batch16 cases and cached ==
+# uncached greedy as the full model's argmax on its own prefix in one forward
+# pass (int8 agreement runs on its own: JAX_OPTIMIZED). The uncached loop
+# itself (the other test in test_greedy.py, and the int8 one in
+# test_quantize.py) would spend minutes compiling JAX's eager ops for every
+# prefix length; gpu_check.py --cpu runs it on JAX, without TensorFlow. The
+# staged cache against one fixed cache (test_stages.py) is keras.ops alone, the
+# same on both backends, and runs on TensorFlow only: 10 s of this process's JAX
+# compiles; one trace per shape on JAX is test_generate's.
 JAX_SUBSET = [
     "tests/layers/test_multi_head_attention.py::test_matches_keras_self_attention",
     "tests/layers/test_multi_head_attention.py::test_matches_keras_with_causal_mask",
@@ -38,6 +42,7 @@ JAX_SUBSET = [
     "tests/layers/test_transformer_blocks.py::test_encoder_matches_keras_hub",
     "tests/layers/test_transformer_blocks.py::test_decoder_matches_keras_hub",
     "tests/decoding/test_beam_search.py",
+    "tests/decoding/test_greedy.py::test_cached_greedy_at_batch_16_is_the_full_models_argmax_on_its_own_prefix",
     "tests/decoding/test_generate.py::test_a_second_call_with_the_same_shapes_does_not_retrace",
     "tests/decoding/test_compile.py",
     "tests/decoding/test_sampling.py::test_each_compiled_step_draws_afresh",
@@ -48,8 +53,19 @@ JAX_SUBSET = [
     "tests/training/test_gradient_accumulation.py::test_two_batches_accumulated_update_as_one_batch_of_both",
 ]
 
+# Issue 50's int8 agreement on the reverse task (200 sources in one batch), in
+# a JAX process of its own at XLA's usual optimization. At -O0 (run_on_jax's
+# default) JAX trains another reverse model: measured, 97.5 % of sequences
+# exact in float32 instead of 100 %, and int8 agrees with it on 98.5 % (the
+# test asks 99 %): 3 sequences where float32 was wrong by a margin of 0.2 to
+# 0.3 between its top two logits and int8 picked the label. The int8 decoder
+# equals the int8 full model on its own prefix in all 200 there.
+JAX_OPTIMIZED = [
+    "tests/decoding/test_quantize.py::test_int8_decodes_the_reverse_task_as_float32_does",
+]
 
-def run_on_jax(args, timeout=600, cwd=ROOT):
+
+def run_on_jax(args, timeout=600, cwd=ROOT, llvm_o0=True):
     """Run `python ARGS` in `cwd` (default: the repository root) with KERAS_BACKEND=jax.
 
     JAX compiles every op it runs, even eagerly, and these tiny models spend
@@ -57,14 +73,15 @@ def run_on_jax(args, timeout=600, cwd=ROOT):
     LLVM -O0 (`XLA_FLAGS`): measured on this module, 209 s -> 175 s of CPU.
     Only here: TensorFlow's tests train larger models under XLA, which ran
     slower at -O0 (the README example 40 s -> 121 s), and their trained
-    models moved enough to fail two int8 tolerances.
+    models moved enough to fail two int8 tolerances. `llvm_o0=False` keeps
+    XLA's usual optimization, for a test that trains a model (JAX_OPTIMIZED).
     """
     env = {
         **os.environ,
         "KERAS_BACKEND": "jax",
         "TF_CPP_MIN_LOG_LEVEL": "3",
         "XLA_FLAGS": " ".join(filter(None, [
-            os.environ.get("XLA_FLAGS"), "--xla_backend_optimization_level=0"])),
+            os.environ.get("XLA_FLAGS"), "--xla_backend_optimization_level=0" if llvm_o0 else ""])),
         "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
     }
     return subprocess.run(
@@ -104,6 +121,16 @@ def test_the_jax_subset_passes():
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
     summary = result.stdout.strip().splitlines()[-1]
     assert re.search(r"\d+ passed", summary) and not re.search(
+        r"failed|skipped|error|warning", summary
+    ), summary
+
+
+def test_int8_agrees_with_float32_on_the_reverse_task_on_jax():
+    result = run_on_jax(["-m", "pytest", "-q", "-p", "no:cacheprovider", *JAX_OPTIMIZED],
+                        llvm_o0=False)
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+    summary = result.stdout.strip().splitlines()[-1]
+    assert re.search(rf"\b{len(JAX_OPTIMIZED)} passed", summary) and not re.search(
         r"failed|skipped|error|warning", summary
     ), summary
 

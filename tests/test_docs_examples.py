@@ -132,11 +132,13 @@ def test_readme_opus_mt_example_runs_on_the_marian_fixture_through_the_hub_form(
 
 def test_user_guide_script_and_reload_examples(tmp_path):
     blocks = python_blocks(ROOT / "docs" / "user-guide.md")
-    assert len(blocks) == 2
-    script, reload = run_blocks(blocks, tmp_path)
+    assert len(blocks) == 3
+    script, train, reload = run_blocks(blocks, tmp_path)
     assert one_string_list(script[-3]) and one_string_list(script[-2]), script[-3:]
     assert script[-1].endswith(os.path.join("models", "translator", "1"))
     assert (tmp_path / "run1" / "decoding.json").is_file()
+    # train_preset_dir with TrainingOptions: options.json holds them; a translator comes back.
+    assert train[0] == "True 1" and one_string_list(train[1]), train
     assert reload == [], reload  # the reload block prints nothing; it must run
 
 
@@ -173,7 +175,7 @@ def test_pretrained_example_runs_on_the_marian_fixture(tmp_path):
 def test_which_blocks_must_keep_tensorflows_lines_off_stderr():
     # The user guide's script imports keras_tf first; its serving block is TensorFlow alone.
     blocks = python_blocks(ROOT / "docs" / "user-guide.md")
-    assert [imports_tensorflow_first(block) for block in blocks] == [False, True]
+    assert [imports_tensorflow_first(block) for block in blocks] == [False, False, True]
     for line in (
         "WARNING: All log messages before absl::InitializeLog() is called are written to STDERR",
         "I0000 00:00:1796494586.748145   16486 cudart_stub.cc:31] Could not find cuda drivers",

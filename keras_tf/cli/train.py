@@ -97,6 +97,10 @@ def add_arguments(parser):
         "the warm-up counts updates; default: 1",
     )
     parser.add_argument(
+        "--label-smoothing", metavar="EPS", type=float, default=0.1,
+        help="ε of the label-smoothed loss (0 <= EPS < 1); default: 0.1, the paper's",
+    )
+    parser.add_argument(
         "--keep-best", choices=("bleu", "loss"),
         help="what picks DIR/model.keras: the validation BLEU (the default with --valid; "
         "each epoch greedy-decodes --valid and logs BLEU and chrF) or the loss",
@@ -196,33 +200,19 @@ def _run(args, check_out):
     from keras_tf.cli.model_dir import check_model_dir, check_preset
     from keras_tf.cli.targets import check_target, clear_folder
     from keras_tf.option_error import OptionError
-    from keras_tf.training.preset_dir import check_same_options, model_paths, train_preset_dir
+    from keras_tf.training.preset_dir import check_same_options, train_preset_dir
 
-    mixed_precision = MIXED_PRECISION.get(args.mixed_precision)
     # The checks that need no data first, so a mistake costs no waiting.
     check_preset(args.preset)
     if args.init_from is not None:
         check_model_dir(args.init_from, option="--init-from")
+    options = training_options(args)
     replace = check_out and check_target(
         args.out, "--out", args.overwrite, "holds files that are not a keras-tf run", ours=_is_a_run
     )
-    if args.init_from is None and not replace:
+    if not replace:
         try:
-            check_same_options(
-                args.out,
-                {
-                    "preset": args.preset,
-                    "dropout": args.dropout,
-                    "tokenizer": args.tokenizer,
-                    "vocabulary_size": args.vocabulary_size,
-                    "max_length": args.max_length,
-                    "mixed_precision": mixed_precision,
-                    "gradient_accumulation_steps": args.gradient_accumulation_steps,
-                    "lora_rank": args.lora_rank,
-                    "lora_targets": _lora_targets(args) if args.lora_rank else None,
-                    "tokenizer_model": model_paths(_tokenizer_model(args)),
-                },
-            )
+            check_same_options(args.out, options)
         except OptionError as error:
             if not args.overwrite:
                 raise UserError(
@@ -244,32 +234,11 @@ def _run(args, check_out):
         args.out,
         train_corpus,
         valid_corpus,
-        preset=args.preset,
-        dropout=args.dropout,
-        tokenizer=args.tokenizer,
-        vocabulary_size=args.vocabulary_size,
-        max_length=args.max_length,
-        batch_size=args.batch_size,
-        batch_tokens=args.batch_tokens,
-        epochs=args.epochs,
-        steps=args.steps,
-        warmup_steps=args.warmup_steps,
-        gradient_accumulation_steps=args.gradient_accumulation_steps,
-        seed=args.seed,
-        mixed_precision=mixed_precision,
+        options=options,
+        replay_corpus=replay_corpus,
         strategy=args.strategy,
         jit_compile=args.xla,
         backup_every=args.backup_every,
-        keep_best=args.keep_best,
-        early_stopping=args.early_stopping,
-        keep_checkpoints=args.keep_checkpoints,
-        init_from=args.init_from,
-        learning_rate=args.learning_rate,
-        lora_rank=args.lora_rank,
-        lora_targets=_lora_targets(args),
-        tokenizer_model=_tokenizer_model(args),
-        replay_corpus=replay_corpus,
-        replay_ratio=args.replay_ratio,
         # A progress bar in a terminal, one line per epoch in a log file.
         verbose="auto" if sys.stdout.isatty() else 2,
     )
@@ -280,6 +249,23 @@ def _run(args, check_out):
         file=sys.stderr,
     )
     return 0
+
+
+def training_options(args):
+    """The `TrainingOptions` of the parsed command line: each field is the flag of its name."""
+    import dataclasses
+
+    from keras_tf.translation.training_options import TrainingOptions
+
+    converted = {
+        "mixed_precision": MIXED_PRECISION.get(args.mixed_precision),
+        "lora_targets": _lora_targets(args),
+        "tokenizer_model": _tokenizer_model(args),
+    }
+    return TrainingOptions(**{
+        field.name: converted[field.name] if field.name in converted else getattr(args, field.name)
+        for field in dataclasses.fields(TrainingOptions)
+    })
 
 
 def _lora_targets(args):

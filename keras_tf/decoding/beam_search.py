@@ -81,12 +81,13 @@ def length_penalty_fn(style):
     return gnmt_length_penalty if style == "gnmt" else power_length_penalty
 
 
-def tile_beams(x, beam_size):
+def tile_beams(x, beam_size, axis=0):
     """Repeat each batch row `beam_size` times: `[batch, ...]` -> `[batch * beam_size, ...]`.
 
-    `x` may be a tensor or a nested structure of tensors (a per-layer cache).
+    `x` may be a tensor or a nested structure of tensors (a per-layer cache);
+    `axis` is its batch axis (2 for the position-major caches).
     """
-    return tree.map_structure(lambda t: ops.repeat(t, beam_size, axis=0), x)
+    return tree.map_structure(lambda t: ops.repeat(t, beam_size, axis=axis), x)
 
 
 def reorder_every_leaf(cache, rows):

@@ -9,18 +9,10 @@ longest output) are filled in.
 import dataclasses
 
 from keras_tf.decoding.beam_search import LENGTH_PENALTY_STYLES
-from keras_tf.frozen_config import ConfigMethods
+from keras_tf.frozen_config import ConfigMethods, is_int, is_number
 from keras_tf.special_tokens import END_ID
 
 METHODS = ("greedy", "beam", "top_k", "top_p")
-
-
-def _is_int(value):
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _is_number(value):
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,12 +67,12 @@ class DecodingConfig(ConfigMethods):
             raise ValueError(
                 f"DecodingConfig.method must be one of {METHODS}; received method={self.method!r}"
             )
-        if not _is_int(self.beam_size) or self.beam_size < 1:
+        if not is_int(self.beam_size) or self.beam_size < 1:
             raise ValueError(
                 "DecodingConfig.beam_size must be a positive integer; "
                 f"received beam_size={self.beam_size!r}"
             )
-        if not _is_number(self.length_penalty):
+        if not is_number(self.length_penalty):
             raise ValueError(
                 "DecodingConfig.length_penalty must be a number; "
                 f"received length_penalty={self.length_penalty!r}"
@@ -90,32 +82,32 @@ class DecodingConfig(ConfigMethods):
                 f"DecodingConfig.length_penalty_style must be one of {LENGTH_PENALTY_STYLES}; "
                 f"received length_penalty_style={self.length_penalty_style!r}"
             )
-        if self.max_length is not None and (not _is_int(self.max_length) or self.max_length < 1):
+        if self.max_length is not None and (not is_int(self.max_length) or self.max_length < 1):
             raise ValueError(
                 "DecodingConfig.max_length must be a positive integer (the number of tokens "
                 f"to generate) or None; received max_length={self.max_length!r}"
             )
         if self.max_source_length is not None and (
-            not _is_int(self.max_source_length) or self.max_source_length < 2
+            not is_int(self.max_source_length) or self.max_source_length < 2
         ):
             raise ValueError(
                 "DecodingConfig.max_source_length must be an integer >= 2 (END included) "
                 f"or None; received max_source_length={self.max_source_length!r}"
             )
-        if not _is_int(self.top_k) or self.top_k < 1:
+        if not is_int(self.top_k) or self.top_k < 1:
             raise ValueError(
                 f"DecodingConfig.top_k must be a positive integer; received top_k={self.top_k!r}"
             )
-        if not _is_number(self.top_p) or not 0.0 < self.top_p <= 1.0:
+        if not is_number(self.top_p) or not 0.0 < self.top_p <= 1.0:
             raise ValueError(
                 f"DecodingConfig.top_p must be in (0, 1]; received top_p={self.top_p!r}"
             )
-        if not _is_number(self.temperature) or not self.temperature > 0.0:
+        if not is_number(self.temperature) or not self.temperature > 0.0:
             raise ValueError(
                 "DecodingConfig.temperature must be positive; "
                 f"received temperature={self.temperature!r}"
             )
-        if self.end_id is not None and (not _is_int(self.end_id) or self.end_id < 0):
+        if self.end_id is not None and (not is_int(self.end_id) or self.end_id < 0):
             raise ValueError(
                 "DecodingConfig.end_id must be a token id or None; "
                 f"received end_id={self.end_id!r}"

@@ -28,6 +28,7 @@ from keras_tf.decoding.greedy import exclude_unpickable, greedy_search
 from keras_tf.decoding.sampling import sample_search
 from keras_tf.decoding.stages import cache_lengths, grow_self_attention_cache
 from keras_tf.layers.cache_update import update_at
+from keras_tf.layers.multi_head_attention import fused_step_projections
 from keras_tf.buckets import source_bucket, source_buckets  # noqa: F401  (re-exported by keras_tf.decoding)
 from keras_tf.special_tokens import END_ID, PAD_ID, START_ID
 
@@ -133,12 +134,19 @@ def decode_ids(model, encoder_tokens, decoding, seed_generator=None):
         for beam search `[batch, beam_size, max_length]` and `[batch,
         beam_size]`, best first.
     """
+    # q, k and v of each decoder self-attention from one matmul per step,
+    # over kernels concatenated once here, outside the loops.
+    with fused_step_projections([block.self_attention for block in model.decoder_blocks]):
+        return _decode_ids(model, encoder_tokens, decoding, seed_generator)
+
+
+def _decode_ids(model, encoder_tokens, decoding, seed_generator):
     s = decoding
     batch_size = ops.shape(encoder_tokens)[0]
     # memory: [batch, S, d_model]; the padding mask comes from encoder_tokens
     # in every step.
     memory = model.encoder(encoder_tokens)
-    # cross: one [batch, 2, S, heads, head_dim] per decoder block
+    # cross: one [2, S, batch, heads, head_dim] per decoder block
     cross = model.cross_attention_cache(memory)
     # The self-attention cache starts at the first of `cache_lengths` and
     # grows between the loop's stages (`stages.py`).
@@ -147,7 +155,7 @@ def decode_ids(model, encoder_tokens, decoding, seed_generator=None):
     if s.method == "beam":
         rows = batch_size * s.beam_size
         step_fn = make_beam_step_fn(
-            model, tile_beams(encoder_tokens, s.beam_size), tile_beams(cross, s.beam_size)
+            model, tile_beams(encoder_tokens, s.beam_size), tile_beams(cross, s.beam_size, axis=2)
         )
         cache = (
             model.init_self_attention_cache(rows, first_length),

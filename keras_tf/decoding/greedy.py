@@ -93,8 +93,14 @@ def decode_token_by_token(
         picked = ops.cast(
             pick_fn(exclude_unpickable(logits, pad_id, start_id), index), "int32"
         )
-        log_probs = ops.log_softmax(logits, axis=-1)
-        picked_log_probs = ops.take_along_axis(log_probs, picked[:, None], axis=1)[:, 0]
+        # log p(picked), the one log-probability needed, as log-softmax
+        # computes it ((logit - max) - log Σ exp(logits - max)) but without a
+        # [batch, vocabulary] log-softmax written out.
+        top = ops.max(logits, axis=-1, keepdims=True)
+        picked_logits = ops.take_along_axis(logits, picked[:, None], axis=1)
+        picked_log_probs = (picked_logits - top)[:, 0] - ops.log(
+            ops.sum(ops.exp(logits - top), axis=-1)
+        )
         # A finished sequence keeps its score and is padded from here on.
         picked = ops.where(finished, pad_id, picked)
         scores = scores + ops.where(finished, 0.0, picked_log_probs)
@@ -152,7 +158,9 @@ def greedy_search(
     """
 
     def argmax(logits, index):
-        return ops.argmax(logits, axis=-1)
+        # top_k(1), the first of equal maxima as argmax: Keras's TensorFlow
+        # argmax adds a sign-of-zero check of five ops over [batch, vocabulary].
+        return ops.top_k(logits, 1)[1][:, 0]
 
     return decode_token_by_token(
         step_fn, initial_cache, batch_size, max_length, argmax,

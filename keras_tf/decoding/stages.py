@@ -45,11 +45,11 @@ def cache_lengths(max_length, first=None):
 
 
 def grow_self_attention_cache(cache, length):
-    """Pad each `[batch, 2, L, heads, head_dim]` leaf of `cache` with zeros to `length` positions."""
+    """Pad each `[2, L, batch, heads, head_dim]` leaf of `cache` with zeros to `length` positions."""
 
     def grow(leaf):
-        extra = length - leaf.shape[2]
-        return ops.pad(leaf, [(0, 0), (0, 0), (0, extra), (0, 0), (0, 0)])
+        extra = length - leaf.shape[1]
+        return ops.pad(leaf, [(0, 0), (0, extra), (0, 0), (0, 0), (0, 0)])
 
     return [grow(leaf) for leaf in cache]
 

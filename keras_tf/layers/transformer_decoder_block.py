@@ -1,6 +1,7 @@
 """One decoder layer (section 3.1): masked self-attention, encoder-decoder attention, feed-forward."""
 
 import keras
+from keras import ops
 
 from keras_tf.layers.block_base import TransformerBlockBase
 from keras_tf.layers.masks import compute_attention_mask
@@ -121,14 +122,29 @@ class TransformerDecoderBlock(TransformerBlockBase):
 
         Args:
             inputs: the new tokens' states `[batch, new_length, d_model]`.
-            self_attention_cache: `[batch, 2, max_length, heads, head_dim]`.
+            self_attention_cache: `[2, max_length, batch, heads, head_dim]`.
             cache_index: int32 scalar, the position of the first new token.
             cross_attention_cache: from `compute_cross_attention_cache(memory)`.
             memory_padding_mask: `[batch, source_length]`, True at real tokens.
             cache_rows: int32 `[batch, max_length]`, the cache row that each
                 position is read from (beam search), or None for the own row
                 (`MultiHeadAttention.call_with_cache`).
+
+        One new token (`new_length` 1, known when traced) at inference runs
+        `step`, the same arithmetic on `[batch, d_model]` states.
         """
+        if inputs.shape[1] == 1 and not training:
+            x = ops.reshape(inputs, (-1, self.d_model))
+            key_mask = None
+            if memory_padding_mask is not None:
+                # [batch, source_length] -> [source_length, batch, 1]
+                key_mask = ops.expand_dims(
+                    ops.transpose(ops.cast(memory_padding_mask, "bool")), -1
+                )
+            x, cache = self.step(
+                x, self_attention_cache, cache_index, cross_attention_cache, key_mask, cache_rows
+            )
+            return ops.reshape(x, (-1, 1, self.d_model)), cache
         x, cache, _ = self._forward(
             inputs,
             None,
@@ -138,6 +154,32 @@ class TransformerDecoderBlock(TransformerBlockBase):
             cross_attention_cache=cross_attention_cache,
             training=training,
             cache_rows=cache_rows,
+        )
+        return x, cache
+
+    def step(self, x, self_attention_cache, cache_index, cross_attention_cache, key_mask=None,
+             cache_rows=None):
+        """One new token per row, `[batch, d_model]` in and out: `(outputs, updated cache)`.
+
+        `key_mask`: boolean `[source_length, batch, 1]`, True at real source
+        tokens. The three sub-layers of `_forward`, without dropout.
+        """
+        x, cache = self._residual(
+            x,
+            lambda x: self.self_attention.step_with_cache(
+                x, self_attention_cache, cache_index, cache_rows=cache_rows
+            ),
+            self.self_attention_dropout,
+            self.self_attention_norm,
+        )
+        x = self._residual(
+            x,
+            lambda x: self.cross_attention.step_with_key_value(x, cross_attention_cache, key_mask),
+            self.cross_attention_dropout,
+            self.cross_attention_norm,
+        )
+        x = self._residual(
+            x, self.feed_forward, self.feed_forward_dropout, self.feed_forward_norm
         )
         return x, cache
 
@@ -163,7 +205,8 @@ class TransformerDecoderBlock(TransformerBlockBase):
             )
         use_cache = self_attention_cache is not None
         # Self-attention keys: the whole cache while decoding, else the inputs.
-        keys_like = self_attention_cache[:, 0] if use_cache else inputs
+        # ([batch, max_length] of the position-major cache)
+        keys_like = ops.transpose(self_attention_cache[0, :, :, 0, 0]) if use_cache else inputs
         self_attention_mask = compute_attention_mask(
             inputs,
             keys_like,
@@ -172,7 +215,9 @@ class TransformerDecoderBlock(TransformerBlockBase):
             causal=True,
             cache_index=cache_index,
         )
-        memory_like = cross_attention_cache[:, 0] if memory is None else memory
+        memory_like = (
+            ops.transpose(cross_attention_cache[0, :, :, 0, 0]) if memory is None else memory
+        )
         cross_attention_mask = compute_attention_mask(
             inputs,
             memory_like,

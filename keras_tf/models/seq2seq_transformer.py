@@ -5,6 +5,7 @@ import gc
 import keras
 from keras import ops
 
+from keras_tf.layers.cache_update import new_buffer
 from keras_tf.models.seq2seq_backbone import Seq2SeqBackbone
 
 # What `Seq2SeqTransformer.quantize` accepts: the `--quantize` choices of the CLI.
@@ -158,12 +159,12 @@ class Seq2SeqTransformer(Seq2SeqBackbone):
 
     def _cache_inputs(self, name):
         c = self.config
-        # One tensor per decoder block, [batch, 2 (keys, values), length,
-        # heads, head_dim]: a stacked tensor would be sliced and re-stacked
-        # (two copies of the whole cache) at every step.
+        # One tensor per decoder block, position-major: [2 (keys, values),
+        # length, batch, heads, head_dim]. A stacked tensor would be sliced
+        # and re-stacked (two copies of the whole cache) at every step.
         return [
             keras.Input(
-                (2, None, c.num_heads, c.head_dim),
+                batch_shape=(2, None, None, c.num_heads, c.head_dim),
                 dtype=self.compute_dtype,
                 name=f"{name}_{i}",
             )
@@ -182,8 +183,9 @@ class Seq2SeqTransformer(Seq2SeqBackbone):
             decoder_tokens: int32 `[batch, T]`, the new tokens (T = 1 when decoding).
             encoder_tokens: int32 `[batch, S]`, for the source padding mask.
             cross_attention_cache: from `cross_attention_cache`.
-            self_attention_cache: a list with one `[batch, 2, max_length,
-                heads, head_dim]` tensor per decoder block.
+            self_attention_cache: a list with one `[2, max_length, batch,
+                heads, head_dim]` tensor per decoder block
+                (`init_self_attention_cache`).
             cache_index: int32 scalar, position of the first new token.
 
         Outputs: logits `[batch, T, vocabulary]` and the updated self-attention
@@ -222,7 +224,7 @@ class Seq2SeqTransformer(Seq2SeqBackbone):
                 inputs["cache_index"],
                 cache_rows=inputs.get("cache_rows"),
             )
-            logits = self._head(states)
+            logits = _StepHead(self)(states)
             self._submodels[name] = keras.Model(inputs, [logits, cache], name=name)
         return self._submodels[name]
 
@@ -247,15 +249,44 @@ class Seq2SeqTransformer(Seq2SeqBackbone):
         return self._submodels["attention_probe"]
 
     def init_self_attention_cache(self, batch_size, max_length):
-        """Zeros for `decoder_step`: one `[batch, 2, max_length, heads, head_dim]` per block."""
+        """Empty caches for `decoder_step`: one `[2, max_length, batch, heads, head_dim]` per block.
+
+        Zeros (`keras_tf.layers.cache_update.new_buffer`: inside
+        `in_place_writes()`, buffers that the loop may write in place).
+        """
         c = self.config
         return [
-            ops.zeros(
-                (batch_size, 2, max_length, c.num_heads, c.head_dim),
-                dtype=self.compute_dtype,
-            )
+            new_buffer((2, max_length, batch_size, c.num_heads, c.head_dim), self.compute_dtype)
             for _ in range(c.num_decoder_layers)
         ]
+
+
+class _StepHead(keras.layers.Layer):
+    """The model's `_head` on `[batch, 1, d_model]` states, as a `[batch, d_model]` matrix.
+
+    One decoding step's projection over the vocabulary is then a plain
+    matrix product; on `[batch, 1, d_model]` Keras's TensorFlow backend
+    would run it as a `tensordot` of ten graph ops. Owns no weights.
+    """
+
+    def __init__(self, model):
+        super().__init__(name="step_head", dtype=model.dtype_policy)
+        # The head's own layers are tracked; the model itself is not (it
+        # holds this layer's sub-model).
+        self.head_layers = [layer for layer in (
+            model.target_embedding, model.output_projection, model.output_bias
+        ) if layer is not None]
+        self._head = model._head
+        self._vocabulary_size = model.config.target_vocabulary_size
+
+    def call(self, states):
+        if states.shape[1] != 1:
+            return self._head(states)
+        logits = self._head(ops.reshape(states, (-1, states.shape[-1])))
+        return ops.expand_dims(logits, 1)
+
+    def compute_output_spec(self, states):
+        return keras.KerasTensor(tuple(states.shape[:-1]) + (self._vocabulary_size,), "float32")
 
 
 @keras.saving.register_keras_serializable(package="keras_tf")

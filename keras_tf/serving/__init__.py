@@ -25,6 +25,7 @@ from keras_tf.serving.export import (
     TOKENS_SIGNATURE,
     TRANSLATION_OUTPUT,
     export,
+    loop_body_ops,
     read_export_config,
     saved_model_ops,
 )
@@ -41,6 +42,7 @@ __all__ = [
     "TOKENS_SIGNATURE",
     "TRANSLATION_OUTPUT",
     "export",
+    "loop_body_ops",
     "read_export_config",
     "saved_model_ops",
 ]

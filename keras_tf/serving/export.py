@@ -25,6 +25,8 @@ few sentences of the shortest source buckets, which the server replays at
 load so that the first client does not pay for the runtime's first run.
 """
 
+import collections
+import contextlib
 import dataclasses
 import functools
 import json
@@ -38,6 +40,7 @@ from tensorflow.core.protobuf import saved_model_pb2
 
 from keras_tf.buckets import source_buckets
 from keras_tf.decoding import DecodingConfig, decode_ids
+from keras_tf.layers.cache_update import in_place_writes
 from keras_tf.serving.warmup import warmup_texts, write_warmup_requests
 from keras_tf.text.preprocessor import Seq2SeqPreprocessor, blank_empty_sources, pad_to_bucket
 from keras_tf.version import __version__
@@ -65,9 +68,17 @@ FORMAT_VERSION = 1
 # --- The generation function, the one part XLA may compile ---
 
 
-def _generate_ids(model, decoding, encoder_tokens):
-    """`keras_tf.decoding.decode_ids`, the best hypothesis only: `(ids [batch, T], scores [batch])`."""
-    tokens, scores = decode_ids(model, encoder_tokens, decoding)
+def _generate_ids(model, decoding, xla, encoder_tokens):
+    """`keras_tf.decoding.decode_ids`, the best hypothesis only: `(ids [batch, T], scores [batch])`.
+
+    Without XLA the caches are written in place (`in_place_writes`): the
+    graph executor would otherwise copy each whole cache at every step.
+    (Reading each variable once before the loops costs more than it saves
+    there: the values become loop variables, four executor nodes each per
+    step against one read.)
+    """
+    with contextlib.nullcontext() if xla else in_place_writes():
+        tokens, scores = decode_ids(model, encoder_tokens, decoding)
     if decoding.method == "beam":
         # tokens: [batch, beam, max_length], best first; scores: [batch, beam]
         return tokens[:, 0], scores[:, 0]
@@ -90,6 +101,40 @@ def saved_model_ops(export_dir):
         ops.update(node.op for node in function.node_def)
     # A node may call a library function by its name.
     return ops - {function.signature.name for function in graph_def.library.function}
+
+
+def loop_body_ops(export_dir):
+    """The ops of each decoding loop's body in a SavedModel, by type: `{body name: Counter}`.
+
+    A `While` node names its body function; the ops of functions the body
+    calls are counted in, so each Counter is what one step of that loop
+    holds before Grappler (constants it folds included). The default export
+    of greedy search has one loop per cache stage (`keras_tf.decoding.stages`).
+
+    Example:
+        >>> sum(loop_body_ops(path).popitem()[1].values())  # doctest: +SKIP
+        589
+    """
+    saved_model = saved_model_pb2.SavedModel()
+    with tf.io.gfile.GFile(os.path.join(export_dir, "saved_model.pb"), "rb") as file:
+        saved_model.ParseFromString(file.read())
+    library = {f.signature.name: f for f in saved_model.meta_graphs[0].graph_def.library.function}
+
+    def count(name):
+        ops = collections.Counter()
+        for node in library[name].node_def:
+            called = node.op if node.op in library else None
+            if node.op in ("StatefulPartitionedCall", "PartitionedCall"):
+                called = node.attr["f"].func.name
+            if called:
+                ops += count(called)
+            else:
+                ops[node.op] += 1
+        return ops
+
+    bodies = sorted({node.attr["body"].func.name for function in library.values()
+                     for node in function.node_def if node.op in ("While", "StatelessWhile")})
+    return {body: count(body) for body in bodies}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -125,20 +170,30 @@ class _TranslatorModule(tf.Module):
     The model's variables and the tokenizers are attributes, so
     `tf.saved_model.save` tracks them explicitly rather than finding them
     through captures (keras-hub #1629, #2015: "untracked resource").
+
+    The variables tracked are the `tf.Variable`s that Keras's variables wrap
+    (`variable.value`), the ones the functions read. A Keras variable saves
+    itself as a new `tf.Variable` beside the one it wraps, and the
+    SavedModel's restore op then fills the new one: `tf.saved_model.load`
+    finds the values through the object graph, but TF Serving and
+    `saved_model_cli` load through a session, run the restore op, and read
+    the wrapped variable, never written ("Could not find variable",
+    keras-team/keras#19274, #20096). `tests/serving/serving_process.py`
+    loads the export that way.
     """
 
     def __init__(self, exported, xla, asset_paths):
         super().__init__(name="keras_tf_translator")
         t = exported
         preprocessor = t.preprocessor
-        self.model_variables = list(t.model.variables)
+        self.model_variables = [variable.value for variable in t.model.variables]
         self.tokenizers = preprocessor.tokenizers
         self.assets = [tf.saved_model.Asset(path) for path in asset_paths]
         buckets = tf.constant(t.source_buckets, tf.int32)
 
         # The only function XLA may compile: no string ops in it.
         generate_ids = tf.function(
-            functools.partial(_generate_ids, t.model, t.decoding),
+            functools.partial(_generate_ids, t.model, t.decoding, xla),
             input_signature=[tf.TensorSpec([None, None], tf.int32, name="encoder_tokens")],
             jit_compile=xla,
             autograph=False,

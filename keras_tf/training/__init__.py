@@ -1,4 +1,7 @@
-"""Training pieces: the paper's loss, metric, schedule and optimizer, and the entry point.
+"""Training pieces: the paper's loss, metric, schedule and optimizer, the recipe, the entry point.
+
+`TrainingOptions` is the recipe of both front doors: `train_preset_dir`
+(`keras-tf train`) and `Seq2SeqTranslator.fit(..., options=...)`.
 
 The loss, metric, schedule and reverse task run on any Keras backend.
 `train`, `make_strategy`, `train_preset_dir` and `average_preset_dir` use
@@ -12,17 +15,19 @@ from keras_tf.training.callbacks import LearningRateMonitor
 from keras_tf.models.losses import MaskedSparseCategoricalCrossentropy
 from keras_tf.models.metrics import MaskedTokenAccuracy
 from keras_tf.training.reverse_task import make_reverse_task
-from keras_tf.training.schedules import (
+from keras_tf.models.schedules import (
     PerUpdateSchedule,
     TransformerSchedule,
     WarmupInverseSqrtSchedule,
     fine_tuning_peak_learning_rate,
     paper_adam,
     planned_fine_tuning_schedule,
+    planned_learning_rate,
     planned_schedule,
     planned_warmup_steps,
     transformer_adam,
 )
+from keras_tf.translation.training_options import TrainingOptions
 
 # name -> the TensorFlow-only module that defines it
 _NEEDS_TENSORFLOW = {
@@ -44,6 +49,7 @@ __all__ = [
     "MaskedSparseCategoricalCrossentropy",
     "MaskedTokenAccuracy",
     "PerUpdateSchedule",
+    "TrainingOptions",
     "TransformerSchedule",
     "WarmupInverseSqrtSchedule",
     "average_preset_dir",
@@ -52,6 +58,7 @@ __all__ = [
     "fine_tuning_peak_learning_rate",
     "paper_adam",
     "planned_fine_tuning_schedule",
+    "planned_learning_rate",
     "planned_schedule",
     "planned_warmup_steps",
     "train",

@@ -20,9 +20,6 @@ from keras_tf.translation.translator import Seq2SeqTranslator
 
 logger = logging.getLogger("keras_tf.training")
 
-# `keep_best` choices: the monitored log and whether higher is better.
-KEEP_BEST = {"loss": ("val_loss", "min"), "bleu": ("val_bleu", "max")}
-
 
 def corpus_scores(hypotheses, references):
     """sacreBLEU's corpus `(BLEU, CHRFScore)` of `hypotheses` against one reference each.

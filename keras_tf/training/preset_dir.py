@@ -1,7 +1,7 @@
 """Training into a preset directory, and averaging its checkpoints (`keras-tf train`, `keras-tf average`).
 
     DIR/           a preset directory (`keras_tf.translation.presets` names its files):
-      options.json   the options the directory was made with
+      options.json   the TrainingOptions the directory was made with
       tokenizers/    Seq2SeqTokenizers.save, learned from the training corpus
                      (with --init-from: the given model's, byte for byte)
       decoding.json  the DecodingConfig (with --init-from: the given model's)
@@ -15,7 +15,8 @@
 
 Running `train_preset_dir` again on the same directory reuses its tokenizers
 and resumes from `backup/` at the next unseen batch; options that would
-change the model or its vocabulary must be the same as the first time.
+change the model or its vocabulary (`TrainingOptions.check_resumes`) must be
+the same as the first time.
 """
 
 import contextlib
@@ -23,7 +24,6 @@ import os
 import shutil
 import sys
 
-from keras_tf.atomic_files import read_json, write_json
 from keras_tf.buckets import source_buckets
 from keras_tf.decoding.config import DecodingConfig
 from keras_tf.models import get_preset
@@ -39,33 +39,20 @@ from keras_tf.text.preprocessor import Seq2SeqPreprocessor
 from keras_tf.training.averaging import average_checkpoints, epoch_checkpoints
 from keras_tf.training.bleu import ValidationBleu
 from keras_tf.training.distribute import is_chief, make_strategy
-from keras_tf.training.schedules import (
-    checked_accumulation_steps,
+from keras_tf.models.schedules import (
     fine_tuning_peak_learning_rate,
     paper_peak_learning_rate,
 )
 from keras_tf.training import trainer
 from keras_tf.translation import Seq2SeqTranslator, presets
 from keras_tf.training.run_lock import RunLockedError, run_lock
+from keras_tf.translation.training_options import REPLAY_RATIO, TrainingOptions
 from keras_tf.translation.presets import (
     MODEL_FILE,
     OPTIONS_FILE,
     TOKENIZERS_CONFIG,
     TOKENIZERS_DIR,
 )
-
-# Options that fix the model, its vocabulary or its optimizer's variables (the
-# gradients accumulated so far): a resumed run must repeat them.
-FIXED_OPTIONS = (
-    "preset", "dropout", "tokenizer", "vocabulary_size", "max_length", "mixed_precision",
-    "gradient_accumulation_steps", "lora_rank", "lora_targets", "tokenizer_model",
-)
-# What an options.json written before an option existed stands for.
-OPTION_DEFAULTS = {"gradient_accumulation_steps": 1}
-# Replayed pairs per new pair when fine-tuning with replay: with the replay
-# peak, the ratio that kept the old domain (97 % of its BLEU) and matched
-# training from scratch on the new one (benchmarks/finetune.py).
-REPLAY_RATIO = 2.0
 
 
 @contextlib.contextmanager
@@ -97,12 +84,12 @@ def _tokenizers_for(out_dir, train_corpus, options, write):
             tokenizers = Seq2SeqTokenizers.train(
                 train_corpus.sources,
                 train_corpus.targets,
-                kind=options["tokenizer"],
-                vocabulary_size=options["vocabulary_size"],
+                kind=options.tokenizer,
+                vocabulary_size=options.vocabulary_size,
             )
     except ValueError as error:
         raise OptionError(
-            [("vocabulary_size", options["vocabulary_size"])],
+            [("vocabulary_size", options.vocabulary_size)],
             f"{str(error).rstrip('.')}; pass a smaller size, or none to fit it to the corpus",
         ) from None
     if write:
@@ -133,15 +120,6 @@ def _warn_unknown_pieces(tokenizers, corpus, sample=2000):
             )
 
 
-def model_paths(tokenizer_model):
-    """The `tokenizer_model` option as options.json stores it: absolute paths."""
-    if tokenizer_model is None:
-        return None
-    if isinstance(tokenizer_model, (list, tuple)):
-        return [os.path.abspath(path) for path in tokenizer_model]
-    return os.path.abspath(tokenizer_model)
-
-
 def _tokenizers_from_models(out_dir, tokenizer_model, write):
     """The tokenizers of your SentencePiece model(s), saved in `out_dir` the first time."""
 
@@ -159,22 +137,10 @@ def _tokenizers_from_models(out_dir, tokenizer_model, write):
 
 
 def check_same_options(out_dir, options):
-    """Raise `OptionError` if `out_dir` was made with other `FIXED_OPTIONS` than `options`."""
-    path = os.path.join(out_dir, OPTIONS_FILE)
-    if not os.path.exists(path):
-        return
-    before = read_json(path)
-    before = {name: before.get(name, OPTION_DEFAULTS.get(name)) for name in FIXED_OPTIONS}
-    differ = [name for name in FIXED_OPTIONS if before[name] != options[name]]
-    changed = [
-        f"{name.replace('_', '-')} {before[name]} before, {options[name]} now" for name in differ
-    ]
-    if changed:
-        raise OptionError(
-            [(name, options[name]) for name in differ],
-            f"{out_dir} holds a run made with other options ({'; '.join(changed)}); "
-            "repeat them to resume, or train into a new directory",
-        )
+    """Raise `OptionError` if `out_dir` holds a run whose fixed options differ from `options`."""
+    before = presets.read_options(out_dir)
+    if before is not None:
+        options.check_resumes(before, out_dir)
 
 
 def train_preset_dir(out_dir, *args, **kwargs):
@@ -211,34 +177,14 @@ def _train_preset_dir(
     train_corpus,
     valid_corpus=None,
     *,
-    preset="transformer_small",
-    dropout=None,
-    tokenizer="sentencepiece",
-    vocabulary_size=None,
-    max_length=None,
-    batch_size=None,
-    batch_tokens=None,
-    epochs=10,
-    steps=None,
-    warmup_steps=None,
-    gradient_accumulation_steps=None,
-    seed=0,
-    mixed_precision=None,
+    options=None,
+    replay_corpus=None,
     strategy="default",
     jit_compile=True,
     backup_every=None,
-    keep_best=None,
-    early_stopping=None,
-    keep_checkpoints=1,
-    init_from=None,
-    learning_rate=None,
-    lora_rank=None,
-    lora_targets=("query", "value"),
-    tokenizer_model=None,
-    replay_corpus=None,
-    replay_ratio=None,
     verbose="auto",
     run_locks=None,
+    **option_values,
 ):
     """Learn tokenizers, then train a preset with `keras_tf.training.train`; resume if begun.
 
@@ -248,94 +194,60 @@ def _train_preset_dir(
             learned from it.
         valid_corpus: a `ParallelCorpus` for the validation loss, which picks
             the best checkpoint. Defaults to None: the training loss picks it.
-        preset: a name in `keras_tf.models.PRESETS`.
-        dropout: P_drop, instead of the preset's. Defaults to None: the
-            preset's. With `init_from`, the given model's unless set.
-        tokenizer: `"sentencepiece"` or `"wordpiece"`, one vocabulary shared
-            by both sides.
-        vocabulary_size: the shared vocabulary size. Defaults to None: fitted
-            to the corpus (`keras_tf.text.auto_vocabulary_size`). The model's
-            vocabulary sizes are the tokenizers'.
-        max_length: the longest source and target, in tokens. Defaults to
-            None: the preset's.
-        batch_size: pairs per batch, instead of `batch_tokens`.
-        batch_tokens: the token budget of a batch (see
-            `keras_tf.text.make_dataset`). With neither given,
+        options: the recipe, a `TrainingOptions` (see its fields), written to
+            `options.json`; a resumed run's must agree in its
+            `FIXED_OPTIONS`. Defaults to None: built from `option_values`.
+            With `batch_size` and `batch_tokens` both None,
             `keras_tf.text.fitted_batch_tokens`: 512 tokens, or less on a
-            small corpus, for at least 200 batches an epoch.
-        epochs: total epochs, counting those of an earlier, killed run.
-        steps: batches per epoch; the data repeats as needed. Defaults to
-            None: one pass over the training corpus.
-        warmup_steps: warm-up of the paper's learning-rate schedule. Defaults
-            to None: `keras_tf.training.planned_schedule`, whose warm-up is a
-            tenth of the planned updates.
-        gradient_accumulation_steps: update the weights once every N
-            batches, as from one batch of N times the tokens (see
-            `keras_tf.training.train`). Defaults to None: every batch.
-        seed: seeds the weights and the shuffle.
-        mixed_precision: None, `"mixed_bfloat16"` or `"mixed_float16"`.
+            small corpus, for at least 200 batches an epoch. With
+            `init_from`, the fine-tuning schedule
+            (`planned_fine_tuning_schedule`): a short warm-up to a tenth of
+            the from-scratch peak.
+        replay_corpus: a `ParallelCorpus` of the domain to keep (the one
+            `init_from` was trained on), sampled into the training pairs
+            (`keras_tf.text.with_replay`, `options.replay_ratio` pairs per
+            training pair, drawn from `options.seed`). With `init_from`, the
+            default peak is then twice the from-scratch one
+            (`fine_tuning_peak_learning_rate(d_model, replay=True)`).
+            Defaults to None.
         strategy: `"default"`, `"mirrored"` or `"multi-worker"`.
         jit_compile: compile the train and test steps with XLA. Defaults to
             True; `keras_tf.training.train` turns it off with several replicas.
         backup_every: back up every this many steps; None (default): every
             `keras_tf.training.trainer.BACKUP_INTERVAL_S` seconds.
-        keep_best: `"bleu"` or `"loss"`, the validation quantity that picks
-            `model.keras`. Defaults to None: `"bleu"` with a validation
-            corpus (each epoch greedy-decodes it and logs BLEU and chrF),
-            else `"loss"` (the training loss).
-        early_stopping: stop after this many epochs without a gain in the
-            `keep_best` quantity. Defaults to None: never.
-        keep_checkpoints: keep the weights of the last N epochs in
-            `backup/`, for `average_preset_dir`. Defaults to 1.
-        init_from: a preset directory with tokenizers to fine-tune: its tokenizers, its
-            config and its weights are the start, and `preset`,
-            `tokenizer`, `vocabulary_size` and `max_length` are ignored.
-            Defaults to None: learn tokenizers, fresh weights. Fine-tuning
-            plans the fine-tuning schedule (`planned_fine_tuning_schedule`):
-            a short warm-up to a tenth of the from-scratch peak.
-        learning_rate: the peak of the warm-up schedule. Defaults to None:
-            the paper's peak for the model's d_model, a tenth of it with
-            `init_from`.
-        lora_rank: train LoRA factors of this rank alone
-            (`Seq2SeqBackbone.enable_lora`); the preset holds the merged
-            kernels and its metadata.json says so. Defaults to None.
-        lora_targets: the Dense layers LoRA adapts. Defaults to the query
-            and value projections.
-        tokenizer_model: your SentencePiece model (a path), or a pair of
-            paths (source, target), instead of learning tokenizers
-            (`Seq2SeqTokenizers.from_sentencepiece`). Defaults to None.
-        replay_corpus: a `ParallelCorpus` of the domain to keep (the one
-            `init_from` was trained on), sampled into the training pairs
-            (`keras_tf.text.with_replay`, drawn from `seed`). With
-            `init_from`, the default peak is then twice the from-scratch
-            one (`fine_tuning_peak_learning_rate(d_model, replay=True)`).
-            Defaults to None.
-        replay_ratio: replayed pairs per training pair. Defaults to None:
-            `REPLAY_RATIO`, 2.
         verbose: passed to `model.fit`.
         run_locks: a `contextlib.ExitStack` that holds the chief's
             `run_lock(out_dir)` until the run ends.
+        **option_values: the fields of `TrainingOptions`, instead of `options`.
 
     Returns:
         `(translator, history)`: the best model as a `Seq2SeqTranslator`
         (its tokenizers and decoding settings), and the `History` of
         `keras_tf.training.train`.
     """
-
-    base = get_preset(preset)
-    initial = None
+    if options is None:
+        options = TrainingOptions(**option_values)
+    elif option_values:
+        raise TypeError(
+            "train_preset_dir takes options or their fields as keyword arguments, not both; "
+            f"received options and {sorted(option_values)}"
+        )
+    elif not isinstance(options, TrainingOptions):
+        raise TypeError(f"options must be a TrainingOptions; received {type(options).__name__}")
+    check_same_options(out_dir, options)
+    init_from, tokenizer_model = options.init_from, options.tokenizer_model
+    lora_rank, lora_targets = options.lora_rank, options.lora_targets
+    learning_rate = options.learning_rate
+    batch_size, batch_tokens = options.batch_size, options.batch_tokens
+    gradient_accumulation_steps = options.gradient_accumulation_steps
     new_pairs = train_corpus  # the new domain, which the [UNK] check reads
     if replay_corpus is not None:
+        ratio = REPLAY_RATIO if options.replay_ratio is None else options.replay_ratio
         try:
-            ratio = REPLAY_RATIO if replay_ratio is None else replay_ratio
-            train_corpus = with_replay(train_corpus, replay_corpus, ratio, seed)
+            train_corpus = with_replay(train_corpus, replay_corpus, ratio, options.seed)
         except ValueError as error:
-            raise OptionError([("replay_ratio", replay_ratio)], str(error)) from None
-    if init_from is not None and tokenizer_model is not None:
-        raise OptionError(
-            [("init_from", init_from), ("tokenizer_model", tokenizer_model)],
-            "fine-tuning keeps the model's own tokenizers; give one of them",
-        )
+            raise OptionError([("replay_ratio", options.replay_ratio)], str(error)) from None
+    initial = None
     if init_from is not None:
         # Fine-tuning: the given model's tokenizers and config, whatever the options say.
         initial = Seq2SeqTranslator.from_preset(init_from)
@@ -346,47 +258,18 @@ def _train_preset_dir(
             )
         base = initial.config
         tokenizers = initial.preprocessor.tokenizers
-        preset, tokenizer = f"init-from {init_from}", tokenizers.kind
-        vocabulary_size = tokenizers.source_vocabulary_size
         max_length = max(base.max_source_length, base.max_target_length)
-    if dropout is not None:
-        try:
-            base = base.replace(dropout=dropout)
-        except ValueError as error:
-            raise OptionError([("dropout", dropout)], str(error)) from None
-    if batch_size is not None and batch_tokens is not None:
-        raise OptionError(
-            [("batch_size", batch_size), ("batch_tokens", batch_tokens)], "give one of them"
-        )
+    else:
+        base = get_preset(options.preset)
+        max_length = options.max_length
+    if options.dropout is not None:
+        base = base.replace(dropout=options.dropout)
     longest = max_length or max(base.max_source_length, base.max_target_length)
     if batch_tokens is not None and batch_tokens < longest:
         raise OptionError(
             [("batch_tokens", batch_tokens)],
             f"a batch must hold one pair of the longest length, {longest} tokens (max_length)",
         )
-    options = {
-        "preset": preset,
-        "dropout": dropout,
-        "tokenizer": tokenizer,
-        "vocabulary_size": vocabulary_size,
-        "max_length": max_length,
-        "mixed_precision": mixed_precision,
-        "batch_size": batch_size,
-        "batch_tokens": batch_tokens,
-        "epochs": epochs,
-        "steps": steps,
-        "warmup_steps": warmup_steps,
-        "learning_rate": learning_rate,
-        "lora_rank": lora_rank,
-        "lora_targets": list(lora_targets) if lora_rank else None,
-        "tokenizer_model": model_paths(tokenizer_model),
-        "gradient_accumulation_steps": checked_accumulation_steps(gradient_accumulation_steps),
-        "seed": seed,
-        "train_pairs": len(new_pairs),
-        "replay_pairs": len(train_corpus) - len(new_pairs),
-        "valid_pairs": len(valid_corpus) if valid_corpus is not None else 0,
-    }
-    check_same_options(out_dir, options)
     os.makedirs(out_dir, exist_ok=True)
     # A multi-worker strategy must exist before the first TensorFlow op,
     # which learning the tokenizers runs.
@@ -404,7 +287,7 @@ def _train_preset_dir(
             f" beam {decoding.beam_size}, length penalty {decoding.length_penalty} "
             f"({decoding.length_penalty_style})" if decoding.method == "beam" else "")
         print(
-            f"Fine-tuning {init_from}/{MODEL_FILE}: kept its {tokenizer} tokenizers "
+            f"Fine-tuning {init_from}/{MODEL_FILE}: kept its {tokenizers.kind} tokenizers "
             f"({tokenizers.source_vocabulary_size} ids), its decoding settings ({kept}, "
             f"max_length {decoding.max_length or base.max_target_length}) and its length "
             f"limits ({base.max_source_length}/{base.max_target_length}), not the preset, "
@@ -431,7 +314,7 @@ def _train_preset_dir(
         if chief:
             presets.write_decoding(out_dir, decoding)
         print(
-            f"{'Reusing' if reused else 'Learned'} {tokenizer} tokenizers: "
+            f"{'Reusing' if reused else 'Learned'} {options.tokenizer} tokenizers: "
             f"{tokenizers.source_vocabulary_size} shared ids in {out_dir}/{TOKENIZERS_DIR}",
             file=sys.stderr,
         )
@@ -473,11 +356,12 @@ def _train_preset_dir(
     # Epoch e's batches depend on (seed, e) alone: a resumed run reads the
     # batches an uninterrupted one would. With `steps`, epochs of the data
     # follow each other whatever the steps per epoch.
-    train_set = make_dataset_by_epoch(train_corpus, tokenizers, seed=seed, **data_options)
+    train_set = make_dataset_by_epoch(train_corpus, tokenizers, seed=options.seed, **data_options)
     valid_set = None
     if valid_corpus is not None:
         valid_set = make_dataset(valid_corpus, tokenizers, shuffle=False, **data_options)
     validation_bleu = None
+    keep_best = options.keep_best
     if keep_best is None:
         keep_best = "bleu" if valid_corpus is not None else "loss"
     if keep_best == "bleu":
@@ -506,7 +390,11 @@ def _train_preset_dir(
         file=sys.stderr,
     )
     if chief:
-        write_json(os.path.join(out_dir, OPTIONS_FILE), options)
+        presets.write_options(
+            out_dir, options, train_pairs=len(new_pairs),
+            replay_pairs=len(train_corpus) - len(new_pairs),
+            valid_pairs=len(valid_corpus) if valid_corpus is not None else 0,
+        )
         presets.write_metadata(
             out_dir,
             {"rank": lora_rank, "target_layer_names": sorted(lora_targets)} if lora_rank else None,
@@ -517,20 +405,21 @@ def _train_preset_dir(
         train_set,
         valid_set,
         out_dir=out_dir,
-        epochs=epochs,
-        steps_per_epoch=steps,
+        epochs=options.epochs,
+        steps_per_epoch=options.steps,
         strategy=strategy,
         jit_compile=jit_compile,
-        mixed_precision=mixed_precision,
-        warmup_steps=warmup_steps,
+        mixed_precision=options.mixed_precision,
+        warmup_steps=options.warmup_steps,
         peak_learning_rate=peak if initial is not None else learning_rate,
         gradient_accumulation_steps=gradient_accumulation_steps,
-        seed=seed,
+        label_smoothing=options.label_smoothing,
+        seed=options.seed,
         backup_every=backup_every,
         validation_bleu=validation_bleu,
         keep_best=keep_best,
-        early_stopping=early_stopping,
-        keep_checkpoints=keep_checkpoints,
+        early_stopping=options.early_stopping,
+        keep_checkpoints=options.keep_checkpoints,
         initial_model=initial.backbone if initial is not None else None,
         lora_rank=lora_rank,
         lora_target_layer_names=tuple(lora_targets),

@@ -39,6 +39,7 @@ from keras_tf.models import Seq2SeqTransformer, TransformerConfig, get_preset
 from keras_tf.atomic_files import write_atomically as _write_atomically
 from keras_tf.tensorflow_import import require_tensorflow
 from keras_tf.translation import presets
+from keras_tf.translation.training_options import KEEP_BEST, MIXED_PRECISION_POLICIES
 from keras_tf.training.distribute import (
     any_worker,
     make_strategy,
@@ -47,24 +48,18 @@ from keras_tf.training.distribute import (
     resolve_jit_compile,
     worker_dir,
 )
-from keras_tf.training.bleu import KEEP_BEST
 from keras_tf.training.callbacks import LearningRateMonitor
 from keras_tf.models.losses import MaskedSparseCategoricalCrossentropy
 from keras_tf.models.metrics import MaskedTokenAccuracy
-from keras_tf.training.schedules import (
-    TransformerSchedule,
+from keras_tf.models.schedules import (
     checked_accumulation_steps,
-    WarmupInverseSqrtSchedule,
     paper_adam,
-    planned_fine_tuning_schedule,
-    planned_schedule,
-    planned_warmup_steps,
+    planned_learning_rate,
 )
 
 tf = require_tensorflow("keras_tf.training.train")
 logger = logging.getLogger(__name__)
 
-MIXED_PRECISION_POLICIES = ("mixed_bfloat16", "mixed_float16")
 BACKUP_STATE = "state.json"
 # backup_every=None backs up after this much training time (and at every
 # epoch end): a kill loses at most about five minutes of work.
@@ -440,33 +435,16 @@ def _schedule(config, learning_rate, warmup_steps, epochs, steps_per_epoch, batc
               peak_learning_rate=None, fine_tuning=False):
     """The learning rate (a float or a `LearningRateSchedule`) for `train`'s arguments.
 
-    Its steps are updates: `epochs * steps_per_epoch / batches_per_update` are planned.
+    Its steps are updates: `epochs * steps_per_epoch / batches_per_update` are
+    planned (`planned_learning_rate`, the plan `Seq2SeqTranslator.fit` shares).
     """
     if learning_rate is not None:
         return learning_rate
-    if warmup_steps is not None and peak_learning_rate is None and not fine_tuning:
-        return TransformerSchedule(config.d_model, warmup_steps)
-    steps = steps_per_epoch or 0
-    if fine_tuning or peak_learning_rate is not None:
-        if steps < 1 and warmup_steps is None:
-            raise ValueError(
-                "The fine-tuning schedule follows the planned number of steps; train_data "
-                "has no known length, so pass steps_per_epoch or warmup_steps"
-            )
-        total = max(1, epochs * steps // batches_per_update)
-        if fine_tuning:
-            return planned_fine_tuning_schedule(
-                config.d_model, total, peak_learning_rate, warmup_steps
-            )
-        return WarmupInverseSqrtSchedule(
-            peak_learning_rate, warmup_steps or planned_warmup_steps(total)
-        )
-    if steps < 1:
-        raise ValueError(
-            "The default learning-rate schedule follows the planned number of steps; "
-            "train_data has no known length, so pass steps_per_epoch or warmup_steps"
-        )
-    return planned_schedule(config.d_model, max(1, epochs * steps // batches_per_update))
+    total = epochs * steps_per_epoch // batches_per_update if steps_per_epoch else None
+    return planned_learning_rate(
+        config.d_model, total, warmup_steps=warmup_steps,
+        peak_learning_rate=peak_learning_rate, fine_tuning=fine_tuning,
+    )
 
 
 def _make_optimizer(learning_rate, mixed_precision, batches_per_update=1):

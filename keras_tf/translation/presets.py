@@ -44,6 +44,7 @@ from keras_tf.preset_checks import (  # noqa: F401  (PresetError: this floor's f
 from keras_tf.decoding.config import DecodingConfig
 from keras_tf.models.config import PRESETS, TransformerConfig, get_preset
 from keras_tf.models.seq2seq_transformer import Seq2SeqTransformer
+from keras_tf.translation.training_options import TrainingOptions
 from keras_tf.version import __version__
 
 MODEL_FILE = "model.keras"
@@ -408,6 +409,26 @@ def read_metadata(directory):
     """The `metadata.json` of a preset directory as a dict, or {} without one."""
     path = os.path.join(directory, METADATA_FILE)
     return read_json_object(path) if os.path.isfile(path) else {}
+
+
+def write_options(directory, options, **facts):
+    """Write `options.json`: a training run's `TrainingOptions`, and `facts` of its data."""
+    write_json(os.path.join(directory, OPTIONS_FILE), {**options.to_dict(), **facts})
+
+
+def read_options(directory):
+    """The `TrainingOptions` of the run in `directory`, or None without an `options.json`.
+
+    A file written before an option existed reads that option's default.
+    """
+    path = os.path.join(directory, OPTIONS_FILE)
+    if not os.path.isfile(path):
+        return None
+    values = read_json_object(path)
+    try:
+        return TrainingOptions.from_dict(values)
+    except ValueError as error:
+        raise PresetError(f"{path}: {error}") from None
 
 
 def save_preset(directory, backbone, tokenizers=None, decoding=None):

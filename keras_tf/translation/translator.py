@@ -35,13 +35,16 @@ from keras_tf.decoding.generate import generate as generate_ids
 from keras_tf.models.learning_rates import fine_tuning_peak_learning_rate
 from keras_tf.models.losses import MaskedSparseCategoricalCrossentropy
 from keras_tf.models.metrics import MaskedTokenAccuracy
+from keras_tf.models.schedules import paper_adam
 from keras_tf.models.seq2seq_backbone import build_optimizer
 from keras_tf.models.config import PRESETS
+from keras_tf.option_error import OptionError
 from keras_tf.models.seq2seq_transformer import Seq2SeqTransformer
 from keras_tf.models.token_loss import TokenMeanLossTracking
 from keras_tf.special_tokens import END_ID, PAD_ID, START_ID
 from keras_tf.tensorflow_import import require_tensorflow
 from keras_tf.translation import presets
+from keras_tf.translation.training_options import TrainingOptions
 from keras_tf.translation.inputs import (
     as_texts,
     holds_strings,
@@ -346,8 +349,8 @@ class Seq2SeqTranslator(TokenMeanLossTracking, keras.Model):
         return dataset.prefetch(tf.data.AUTOTUNE), None, None, batches
 
     def fit(self, x=None, y=None, batch_size=None, validation_data=None, shuffle=True,
-            seed=None, **kwargs):
-        """`keras.Model.fit` that also takes text.
+            seed=None, options=None, **kwargs):
+        """`keras.Model.fit` that also takes text, and the recipe of `keras-tf train`.
 
         Args:
             x: source strings (with target strings as `y`), a `tf.data`
@@ -359,6 +362,21 @@ class Seq2SeqTranslator(TokenMeanLossTracking, keras.Model):
             validation_data: the same forms as `(x, y)`, or a `tf.data`.
             shuffle: shuffle text pairs each epoch. Defaults to True.
             seed: the seed of that shuffle. Defaults to None.
+            options: a `TrainingOptions`: train as `keras-tf train` does with
+                the same options. `fit` compiles anew with Adam on the
+                planned schedule (`TrainingOptions.learning_rate_schedule`:
+                warm-up and decay over `epochs` times the batches an epoch,
+                to the fine-tuning peak for trained weights),
+                `gradient_accumulation_steps` and `label_smoothing`, and
+                takes `epochs`, `steps` (as `steps_per_epoch`), `batch_size`
+                and `seed` from it, so those are not passed beside it. The
+                fields that build the model and its tokenizers (`preset`,
+                `dropout`, `tokenizer`, `vocabulary_size`, `max_length`,
+                `tokenizer_model`, `init_from`, `lora_*`,
+                `mixed_precision`) and those of the run's files
+                (`keep_best`, `early_stopping`, `keep_checkpoints`) are
+                `keras_tf.training.train_preset_dir`'s: `fit` trains this
+                translator as it is. Defaults to None: `compile`'s recipe.
             **kwargs: passed to `keras.Model.fit` (`epochs`, `callbacks`, ...).
                 For lists of pairs, `steps_per_epoch` and
                 `validation_steps` default to one pass over them: `fit`
@@ -367,12 +385,25 @@ class Seq2SeqTranslator(TokenMeanLossTracking, keras.Model):
         Returns:
             The `History`.
         """
-        if not self.compiled:
+        if options is not None:
+            batch_size, seed = self._loop_of(options, batch_size, seed, kwargs)
+        elif not self.compiled:
             self.compile()
-        build_optimizer(self)
         x, y, batch_size, batches = self._as_dataset(x, y, batch_size, shuffle, seed, repeat=True)
         if batches is not None:
             kwargs.setdefault("steps_per_epoch", batches)
+        if options is not None:
+            steps = kwargs.get("steps_per_epoch") or _batches_an_epoch(x, y, batch_size)
+            schedule = options.learning_rate_schedule(
+                self.config.d_model, steps, fine_tuning=getattr(self, "pretrained", False)
+            )
+            self.compile(
+                optimizer=paper_adam(
+                    schedule, gradient_accumulation_steps=options.gradient_accumulation_steps
+                ),
+                loss=MaskedSparseCategoricalCrossentropy(label_smoothing=options.label_smoothing),
+            )
+        build_optimizer(self)
         if isinstance(validation_data, tuple) and len(validation_data) == 2:
             valid_x, valid_y, _, batches = self._as_dataset(
                 *validation_data, batch_size, False, None, repeat=True
@@ -391,6 +422,34 @@ class Seq2SeqTranslator(TokenMeanLossTracking, keras.Model):
         return super().fit(
             x, y, batch_size=batch_size, validation_data=validation_data, shuffle=shuffle, **kwargs
         )
+
+    @staticmethod
+    def _loop_of(options, batch_size, seed, kwargs):
+        """`(batch_size, seed)` of `options`, and its epochs and steps put in `kwargs`."""
+        if not isinstance(options, TrainingOptions):
+            raise TypeError(
+                "options must be a keras_tf.translation.TrainingOptions; received "
+                f"{type(options).__name__}"
+            )
+        given = {"batch_size": batch_size, "seed": seed, **{
+            name: kwargs[name] for name in ("epochs", "steps_per_epoch") if name in kwargs}}
+        given = {name: value for name, value in given.items() if value is not None}
+        if given:
+            raise ValueError(
+                "fit(options=...) takes epochs, steps, batch_size and seed from the options; "
+                f"received {', '.join(f'{name}={value!r}' for name, value in given.items())} "
+                "too: set them in the options"
+            )
+        if options.batch_tokens is not None:
+            raise OptionError(
+                [("batch_tokens", options.batch_tokens)],
+                "fit batches text by batch_size; for token budgets pass it a dataset of "
+                "keras_tf.text.make_dataset(..., batch_tokens=...)",
+            )
+        kwargs["epochs"] = options.epochs
+        if options.steps is not None:
+            kwargs["steps_per_epoch"] = options.steps
+        return options.batch_size, options.seed
 
     def evaluate(self, x=None, y=None, batch_size=None, **kwargs):
         """`keras.Model.evaluate` that also takes text, batched as `fit` batches it.
@@ -773,3 +832,12 @@ class Seq2SeqTranslator(TokenMeanLossTracking, keras.Model):
             self.preprocessor.tokenizers if self.preprocessor is not None else None,
             self.decoding,
         )
+
+
+def _batches_an_epoch(x, y, batch_size):
+    """The batches of one pass over `fit`'s input, or None for a dataset of unknown length."""
+    if is_dataset(x):
+        known = int(x.cardinality())
+        return known if known > 0 else None
+    rows = len(y) if y is not None else len(keras.tree.flatten(x)[0])
+    return -(-rows // (batch_size or DEFAULT_BATCH_SIZE))

@@ -62,7 +62,7 @@ CASES = {
                                   "--batch-tokens 32: a batch must hold one pair"),
     "dropout out of range": (["train", "--train", "{train}", "--out", "{tmp}/run",
                               "--dropout", "1.5"],
-                             "--dropout 1.5: TransformerConfig.dropout must be in [0, 1)"),
+                             "--dropout 1.5: must be in [0, 1)"),
     "other dropout on resume": (["train", "--train", "{train}", "--out", "{model}",
                                  "--dropout", "0"], "dropout None before, 0.0 now"),
     "unknown command": (["frobnicate"], "invalid choice: 'frobnicate'"),

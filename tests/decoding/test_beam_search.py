@@ -56,8 +56,13 @@ def _end_id_for(model, sources):
     return token_that_ends_some_rows_early(tokens)
 
 
-def test_one_beam_equals_greedy_with_the_length_penalty(post_norm_model):
-    sources = random_sources(4, 11, seed=5)
+# Batch 16: issue 50 asks for the equalities at a batch of at least 16 too.
+BATCH_SIZES = pytest.mark.parametrize("batch_size", [4, 16], ids=["batch4", "batch16"])
+
+
+@BATCH_SIZES
+def test_one_beam_equals_greedy_with_the_length_penalty(post_norm_model, batch_size):
+    sources = random_sources(batch_size, 11, seed=5)
     end_id = _end_id_for(post_norm_model, sources)
     greedy = generate(post_norm_model, sources, max_length=MAX_LENGTH, end_id=end_id)
     beam = generate(
@@ -71,22 +76,23 @@ def test_one_beam_equals_greedy_with_the_length_penalty(post_norm_model):
     )
 
 
-def test_beam_scores_equal_teacher_forced_log_probs_over_the_penalty(post_norm_model):
+@BATCH_SIZES
+def test_beam_scores_equal_teacher_forced_log_probs_over_the_penalty(post_norm_model, batch_size):
     alpha = 0.6
-    sources = random_sources(4, 11, seed=5)
+    sources = random_sources(batch_size, 11, seed=5)
     end_id = _end_id_for(post_norm_model, sources)
     out = generate(
         post_norm_model, sources, max_length=MAX_LENGTH, method="beam", beam_size=4,
         length_penalty=alpha, return_all_beams=True, end_id=end_id,
     )
-    assert out.tokens.shape == (4, 4, MAX_LENGTH) and out.scores.shape == (4, 4)
+    assert out.tokens.shape == (batch_size, 4, MAX_LENGTH) and out.scores.shape == (batch_size, 4)
     assert (np.diff(out.scores, axis=1) <= 0).all(), "n-best must be sorted, best first"
     assert (out.tokens == end_id).any(), "some hypotheses must end early"
 
     # Teacher-forced: the full model on START + each hypothesis.
-    hypotheses = out.tokens.reshape(16, MAX_LENGTH)
+    hypotheses = out.tokens.reshape(batch_size * 4, MAX_LENGTH)
     decoder_tokens = np.concatenate(
-        [np.full((16, 1), START_ID, "int32"), hypotheses[:, :-1]], axis=1
+        [np.full((batch_size * 4, 1), START_ID, "int32"), hypotheses[:, :-1]], axis=1
     )
     logits = post_norm_model(
         {"encoder_tokens": np.repeat(sources, 4, axis=0), "decoder_tokens": decoder_tokens}

@@ -3,6 +3,8 @@ import pytest
 from keras import ops
 
 from keras_tf.decoding import generate, greedy_search, greedy_search_uncached
+from keras_tf.decoding.greedy import exclude_unpickable
+from keras_tf.models import START_ID
 from tests.decoding.conftest import (
     MAX_LENGTH,
     cut_after,
@@ -51,17 +53,22 @@ def test_greedy_search_never_picks_start_and_scores_over_all_logits():
     np.testing.assert_allclose(ops.convert_to_numpy(scores), [2 * log_p], rtol=1e-6)
 
 
-@pytest.mark.parametrize("norm_first", [False, True], ids=["post_norm", "pre_norm"])
-def test_cached_greedy_equals_the_full_model_on_the_prefix(norm_first, request):
+# Batch 16 (issue 50) on post-norm only: each batch size is another compile
+# and another uncached loop, and the cache's batch axis is the same in both norms.
+@pytest.mark.parametrize(
+    "norm_first, batch_size", [(False, 4), (True, 4), (False, 16)],
+    ids=["post_norm", "pre_norm", "post_norm-batch16"],
+)
+def test_cached_greedy_equals_the_full_model_on_the_prefix(norm_first, batch_size, request):
     if norm_first:
         model = random_model(norm_first=True, seed=22)
     else:
         model = request.getfixturevalue("post_norm_model")
     # Length 11 is padded to the bucket 16 by `generate`, not by the reference.
-    sources = random_sources(4, 11, seed=5)
+    sources = random_sources(batch_size, 11, seed=5)
     expected = greedy_search_uncached(model, sources, MAX_LENGTH, end_id=None)
     # Exactly max_length tokens without an end token.
-    assert expected.tokens.shape == (4, MAX_LENGTH) and (expected.tokens != 0).all()
+    assert expected.tokens.shape == (batch_size, MAX_LENGTH) and (expected.tokens != 0).all()
 
     got = generate(model, sources, max_length=MAX_LENGTH, end_id=None)
     np.testing.assert_array_equal(got.tokens, expected.tokens)
@@ -75,3 +82,37 @@ def test_cached_greedy_equals_the_full_model_on_the_prefix(norm_first, request):
     got = generate(model, sources, max_length=MAX_LENGTH, end_id=end_id)
     np.testing.assert_array_equal(got.tokens, cut)
     np.testing.assert_allclose(got.scores, expected.scores, atol=1e-4)
+
+
+def test_cached_greedy_at_batch_16_is_the_full_models_argmax_on_its_own_prefix(post_norm_model):
+    """Cached == uncached at batch 16 with one forward pass, so that JAX runs it too.
+
+    Under the causal mask, the full model's logits at position i of START +
+    tokens depend on the prefix up to i alone: they are what the uncached loop
+    computes at step i. (The loop itself, on JAX, compiles every eager op for
+    every prefix length: minutes.)
+    """
+    model = post_norm_model
+    sources = random_sources(16, 11, seed=7)
+    got = generate(model, sources, max_length=MAX_LENGTH, end_id=None)
+    assert got.tokens.shape == (16, MAX_LENGTH) and (got.tokens != 0).all()
+    decoder_tokens = np.concatenate(
+        [np.full((16, 1), START_ID, "int32"), got.tokens[:, :-1]], axis=1
+    )
+    # logits: [16, MAX_LENGTH, vocabulary]
+    logits = model({"encoder_tokens": sources, "decoder_tokens": decoder_tokens})
+    np.testing.assert_array_equal(
+        got.tokens, ops.convert_to_numpy(ops.argmax(exclude_unpickable(logits), axis=-1))
+    )
+    log_probs = ops.convert_to_numpy(ops.log_softmax(logits, axis=-1))
+    token_log_probs = np.take_along_axis(log_probs, got.tokens[..., None], axis=-1)[..., 0]
+    np.testing.assert_allclose(got.scores, token_log_probs.sum(axis=1), atol=1e-4)
+
+    # A token that some rows produce early ends them: padded after it, scored up to it.
+    end_id = token_that_ends_some_rows_early(got.tokens)
+    cut = cut_after(got.tokens, end_id)
+    ended = generate(model, sources, max_length=MAX_LENGTH, end_id=end_id)
+    np.testing.assert_array_equal(ended.tokens, cut)
+    lengths = np.where(cut == end_id, np.arange(MAX_LENGTH), MAX_LENGTH - 1).min(axis=1) + 1
+    real = np.arange(MAX_LENGTH) < lengths[:, None]
+    np.testing.assert_allclose(ended.scores, (token_log_probs * real).sum(axis=1), atol=1e-4)

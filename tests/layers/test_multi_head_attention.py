@@ -109,12 +109,32 @@ def test_cache_gives_the_same_outputs_as_the_full_sequence():
     layer = MultiHeadAttention(HEADS, D_MODEL)
     x = np.random.rand(2, 5, D_MODEL).astype("float32")
     full = to_numpy(layer(x, attention_mask=compute_attention_mask(x, x, causal=True)))
-    cache = keras.ops.zeros((2, 2, 5, HEADS, D_MODEL // HEADS))
+    # position-major: [2, length, batch, heads, head_dim]
+    cache = keras.ops.zeros((2, 5, 2, HEADS, D_MODEL // HEADS))
+    step_cache = cache
     for t in range(5):
         step = x[:, t : t + 1]
-        mask = compute_attention_mask(step, cache[:, 0], causal=True, cache_index=t)
+        mask = compute_attention_mask(step, np.zeros((2, 5)), causal=True, cache_index=t)
         out, cache = layer.call_with_cache(step, cache, t, attention_mask=mask)
         np.testing.assert_allclose(to_numpy(out)[:, 0], full[:, t], atol=1e-5)
+        # One token on [batch, d_model] states: the same outputs and cache.
+        step_out, step_cache = layer.step_with_cache(x[:, t], step_cache, t)
+        np.testing.assert_allclose(to_numpy(step_out), full[:, t], atol=1e-5)
+        np.testing.assert_allclose(to_numpy(step_cache), to_numpy(cache), atol=1e-6)
+
+
+def test_one_token_cross_attention_equals_the_full_pass():
+    layer = MultiHeadAttention(HEADS, D_MODEL)
+    x = np.random.rand(3, 4, D_MODEL).astype("float32")
+    memory = np.random.rand(3, 6, D_MODEL).astype("float32")
+    real = np.arange(6)[None, :] < np.array([[6], [2], [4]])  # [batch, source]
+    mask = compute_attention_mask(x, memory, key_padding_mask=real)
+    full = to_numpy(layer(x, memory, attention_mask=mask))
+    key_value = layer.compute_key_value(memory)
+    assert tuple(key_value.shape) == (2, 6, 3, HEADS, D_MODEL // HEADS)
+    for t in range(4):
+        out = layer.step_with_key_value(x[:, t], key_value, real.T[:, :, None])
+        np.testing.assert_allclose(to_numpy(out), full[:, t], atol=1e-5)
 
 
 def test_num_heads_must_divide_d_model():

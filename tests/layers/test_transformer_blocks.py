@@ -125,8 +125,12 @@ def test_decoder_cache_matches_full_pass():
     memory = np.random.rand(2, 3, D_MODEL).astype("float32")
     full = to_numpy(block(y, memory))
     cross = block.compute_cross_attention_cache(memory)
-    cache = keras.ops.zeros((2, 2, 5, HEADS, HEAD_DIM))
-    for t in range(5):
+    # position-major: [2, length, batch, heads, head_dim]
+    cache = keras.ops.zeros((2, 5, 2, HEADS, HEAD_DIM))
+    # Two tokens at once (the general path), then one at a time (`step`).
+    out, cache = block.call_with_cache(y[:, :2], cache, 0, cross)
+    np.testing.assert_allclose(to_numpy(out), full[:, :2], atol=1e-5)
+    for t in range(2, 5):
         out, cache = block.call_with_cache(y[:, t : t + 1], cache, t, cross)
         np.testing.assert_allclose(to_numpy(out)[:, 0], full[:, t], atol=1e-5)
 

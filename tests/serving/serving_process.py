@@ -4,13 +4,22 @@ Usage: python serving_process.py SPEC.json RESULT.json
 
 It imports only `tensorflow`, `tensorflow_text` and the request protos of
 `tensorflow-serving-api`, never keras_tf or keras-hub, and runs the way the
-model server runs: XLA compilation is disabled (the model server calls
-`tensorflow::DisableXlaCompilation()` unless started with
-`--xla_cpu_compilation_enabled` or `--xla_gpu_compilation_enabled`) until a
-request asks for it. For each serialized `PredictRequest` of the spec it
-looks up the signature named in `model_spec.signature_name`, feeds it the
-inputs by name with `tf.make_ndarray`, and answers a serialized
-`PredictResponse` built with `tf.make_tensor_proto`, or the error.
+model server runs:
+* it loads each SavedModel as the server's `LoadSavedModel` does, into a
+  session: the graph of the `serve` MetaGraph, its restore op run on the
+  `variables/` checkpoint, its initializers (tables, TF-Text resources) run.
+  The object graph that `tf.saved_model.load` reads is never used, so a
+  variable that only the object graph restores fails here as it fails in
+  the server ("Could not find variable");
+* XLA compilation is disabled (the model server calls
+  `tensorflow::DisableXlaCompilation()` unless started with
+  `--xla_cpu_compilation_enabled` or `--xla_gpu_compilation_enabled`) until a
+  request asks for it.
+For each serialized `PredictRequest` of the spec it looks up the
+`SignatureDef` named in `model_spec.signature_name`, feeds the inputs to
+their tensors by name with `tf.make_ndarray`, fetches every output tensor and
+answers a serialized `PredictResponse` built with `tf.make_tensor_proto`, or
+the error.
 
 Before loading anything it walks each SavedModel's graph and function
 library and classifies every op: registered by TensorFlow itself, registered
@@ -65,6 +74,15 @@ def graph_ops(export_dir):
     return ops - functions, must_compile
 
 
+def load_into_session(export_dir):
+    """`(session, {name: SignatureDef})`: the SavedModel loaded as TF Serving loads it."""
+    graph = tf.Graph()
+    session = tf.compat.v1.Session(graph=graph)
+    with graph.as_default():
+        meta_graph = tf.compat.v1.saved_model.loader.load(session, ["serve"], export_dir)
+    return session, dict(meta_graph.signature_def)
+
+
 def main(spec_path, result_path):
     with open(spec_path, encoding="utf-8") as file:
         spec = json.load(file)
@@ -91,24 +109,25 @@ def main(spec_path, result_path):
     result["xla_switch"] = set_xla is not None
     if set_xla:
         set_xla(False)
-    loaded = {key: tf.saved_model.load(path) for key, path in spec["exports"].items()}
+    loaded = {key: load_into_session(path) for key, path in spec["exports"].items()}
 
     for item in spec["requests"]:
         if set_xla:
             set_xla(item.get("xla", False))
         request = predict_pb2.PredictRequest.FromString(base64.b64decode(item["request"]))
         try:
-            model = loaded[item["export"]]
+            session, signatures = loaded[item["export"]]
             signature_name = request.model_spec.signature_name or "serving_default"
-            signature = model.signatures[signature_name]
-            inputs = {name: tf.constant(tf.make_ndarray(proto))
-                      for name, proto in request.inputs.items()}
-            outputs = signature(**inputs)
+            signature = signatures[signature_name]
+            feeds = {signature.inputs[name].name: tf.make_ndarray(proto)
+                     for name, proto in request.inputs.items()}
+            fetches = {name: info.name for name, info in signature.outputs.items()}
+            outputs = session.run(fetches, feeds)
             response = predict_pb2.PredictResponse()
             response.model_spec.CopyFrom(request.model_spec)
             response.model_spec.signature_name = signature_name
-            for name, tensor in outputs.items():
-                response.outputs[name].CopyFrom(tf.make_tensor_proto(tensor.numpy()))
+            for name, value in outputs.items():
+                response.outputs[name].CopyFrom(tf.make_tensor_proto(value))
             serialized = base64.b64encode(response.SerializeToString()).decode()
             answer = {"ok": True, "response": serialized}
         except Exception as error:  # noqa: BLE001  reported to the test, as a server would

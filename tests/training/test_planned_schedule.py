@@ -13,7 +13,7 @@ from keras_tf.training import (
     planned_warmup_steps,
     train,
 )
-from keras_tf.training.schedules import paper_peak_learning_rate
+from keras_tf.models.schedules import paper_peak_learning_rate
 from tests.helpers import one_block_tiny
 
 

@@ -1,8 +1,15 @@
-"""The paper's learning-rate schedule and optimizer (section 5.3)."""
+"""The paper's learning-rate schedule and optimizer (section 5.3), and the run's plan of them.
+
+Here, with the model, because both training front doors plan with them:
+`keras_tf.training.train` (`keras-tf train`) and `Seq2SeqTranslator.fit`
+with `TrainingOptions` call `planned_learning_rate`. They run on any Keras
+backend; `keras_tf.training` exports them too.
+"""
 
 import keras
 from keras import ops
 
+from keras_tf.frozen_config import is_int
 from keras_tf.models.learning_rates import (  # noqa: F401  (exported here too)
     FINE_TUNING_PEAK_SCALE,
     MAX_WARMUP_STEPS,
@@ -81,7 +88,7 @@ class PerUpdateSchedule(keras.optimizers.schedules.LearningRateSchedule):
                 "PerUpdateSchedule wraps a keras.optimizers.schedules.LearningRateSchedule; "
                 f"received {type(schedule).__name__}"
             )
-        if not _is_int(batches_per_update) or batches_per_update < 1:
+        if not is_int(batches_per_update) or batches_per_update < 1:
             raise ValueError(
                 "batches_per_update must be a positive integer; "
                 f"received batches_per_update={batches_per_update!r}"
@@ -109,10 +116,6 @@ class PerUpdateSchedule(keras.optimizers.schedules.LearningRateSchedule):
         return cls(schedule, config["batches_per_update"])
 
 
-def _is_int(value):
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
 def checked_accumulation_steps(gradient_accumulation_steps):
     """N, the batches an update takes, for `gradient_accumulation_steps` (None: 1), checked.
 
@@ -122,7 +125,7 @@ def checked_accumulation_steps(gradient_accumulation_steps):
     """
     if gradient_accumulation_steps is None:
         return 1
-    if not _is_int(gradient_accumulation_steps) or gradient_accumulation_steps < 1:
+    if not is_int(gradient_accumulation_steps) or gradient_accumulation_steps < 1:
         raise ValueError(
             "gradient_accumulation_steps must be None or a positive integer; "
             f"received gradient_accumulation_steps={gradient_accumulation_steps!r}"
@@ -268,3 +271,53 @@ def planned_fine_tuning_schedule(d_model, total_steps, peak_learning_rate=None,
     if warmup_steps is None:
         warmup_steps = int(max(1, round(FINE_TUNING_WARMUP_FRACTION * total_steps)))
     return WarmupInverseSqrtSchedule(peak, warmup_steps)
+
+
+def planned_learning_rate(d_model, total_updates, *, warmup_steps=None, peak_learning_rate=None,
+                          fine_tuning=False):
+    """The learning-rate schedule of a run of `total_updates` optimizer updates.
+
+    The one plan of both front doors (`keras-tf train` and
+    `Seq2SeqTranslator.fit(options=...)`):
+
+    - fine-tuning trained weights: `planned_fine_tuning_schedule`, its peak
+      and warm-up replaced by those given;
+    - from scratch with `peak_learning_rate`: a warm-up (`warmup_steps`, or
+      `planned_warmup_steps(total_updates)`) to that peak, then the inverse
+      square root;
+    - from scratch with `warmup_steps` alone: the paper's
+      `TransformerSchedule(d_model, warmup_steps)`;
+    - from scratch with neither: `planned_schedule(d_model, total_updates)`.
+
+    Args:
+        d_model: the model width.
+        total_updates: the planned optimizer updates (epochs times batches
+            an epoch, over the batches an update takes), or None when the
+            data's length is unknown: then only `warmup_steps` alone plans.
+        warmup_steps: the warm-up, in updates. Defaults to None: planned.
+        peak_learning_rate: the peak. Defaults to None: the paper's peak for
+            `d_model`, a tenth of it when fine-tuning.
+        fine_tuning: whether the weights are trained ones. Defaults to False.
+
+    Example:
+        >>> schedule = planned_learning_rate(512, 300)
+        >>> schedule.warmup_steps, round(schedule.peak_learning_rate, 6)
+        (30, 0.000699)
+        >>> planned_learning_rate(512, 1000, fine_tuning=True).warmup_steps
+        20
+    """
+    if warmup_steps is not None and peak_learning_rate is None and not fine_tuning:
+        return TransformerSchedule(d_model, warmup_steps)
+    if total_updates is None and warmup_steps is None:
+        raise ValueError(
+            "The learning-rate schedule follows the planned number of updates; the "
+            "training data has no known length, so pass steps_per_epoch or warmup_steps"
+        )
+    total = max(1, total_updates or 0)
+    if fine_tuning:
+        return planned_fine_tuning_schedule(d_model, total, peak_learning_rate, warmup_steps)
+    if peak_learning_rate is not None:
+        return WarmupInverseSqrtSchedule(
+            peak_learning_rate, warmup_steps or planned_warmup_steps(total)
+        )
+    return planned_schedule(d_model, total)

@@ -1,0 +1,55 @@
+"""What one decoding step of an export runs: counted from the graph of its loop body.
+
+Without XLA, TensorFlow's graph executor runs every op of the loop body at
+every step, so the number of ops is most of a step's cost at small batches
+(docs/serving.md, "Where the time goes"). The ceilings are the counts this
+code ends with; a change that adds ops to the step fails here and says by
+how many.
+"""
+
+import collections
+
+import pytest
+
+from keras_tf.serving import loop_body_ops
+
+# Ops of one step, constants and no-ops left out (Grappler folds or drops
+# them), for the serving tests' one-block transformer_tiny exports.
+CEILINGS = {"greedy": 234, "beam": 487, "int8": 387}
+
+
+def running_ops(counter):
+    return sum(n for op, n in counter.items() if op not in ("Const", "NoOp"))
+
+
+@pytest.mark.parametrize("key", sorted(CEILINGS))
+def test_step_ops_stay_under_the_ceiling(key, greedy_export, beam_export, int8_export):
+    export_dir = {"greedy": greedy_export, "beam": beam_export, "int8": int8_export}[key].export_dir
+    bodies = loop_body_ops(export_dir)
+    # max_length 12: one cache stage, one loop.
+    assert len(bodies) == 1, sorted(bodies)
+    (ops,) = bodies.values()
+    assert running_ops(ops) <= CEILINGS[key], (
+        f"one {key} step runs {running_ops(ops)} ops, more than the {CEILINGS[key]} of "
+        f"this ceiling: {collections.Counter(ops).most_common(12)}"
+    )
+
+
+def test_default_export_writes_caches_in_place_and_copies_no_weights(greedy_export, beam_export):
+    for exported in (greedy_export, beam_export):
+        (ops,) = loop_body_ops(exported.export_dir).values()
+        # The one decoder block's self-attention cache, written in place.
+        assert ops["InplaceUpdate"] == 1, ops
+        # Only the generated-token buffers are scattered (copied): greedy one,
+        # beam search its tokens and the ancestor table.
+        assert ops["TensorScatterUpdate"] <= 2, ops
+        # The step's matrix products: self-attention q, k and v in one
+        # (their kernels concatenated before the loop), its output, the
+        # cross-attention query and output, two feed-forward layers and the
+        # output layer. Seven, and each one MatMul: no tensordot.
+        assert ops["MatMul"] == 7, ops
+
+
+def test_xla_export_keeps_the_static_cache(xla_export):
+    bodies = loop_body_ops(xla_export.export_dir)
+    assert bodies and all(ops["InplaceUpdate"] == 0 for ops in bodies.values()), bodies
