@@ -5,6 +5,7 @@ later block may read what an earlier one wrote, as a reader would run them).
 """
 
 import ast
+import json
 import os
 import pathlib
 import re
@@ -152,13 +153,23 @@ def test_pretrained_example_runs_on_the_marian_fixture(tmp_path):
     import shutil
 
     shutil.copytree(ROOT / "tests" / "fixtures" / "marian_tiny", tmp_path / "opus-mt-en-de")
+    # The fine-tuning block's corpora: the fixture's reference pairs, a few times over.
+    reference = json.loads((ROOT / "tests" / "fixtures" / "marian_tiny" / "reference.json")
+                           .read_text(encoding="utf-8"))
+    pairs = "".join(f"{s}\t{t}\n" for s, t in zip(reference["sources"], reference["targets"]))
+    for name, copies in (("domain-train", 4), ("domain-valid", 1), ("general-train", 12)):
+        (tmp_path / f"{name}.tsv").write_text(pairs * copies, encoding="utf-8")
     blocks = python_blocks(ROOT / "docs" / "pretrained.md")
-    assert len(blocks) == 1
-    (lines,) = run_blocks(blocks, tmp_path)
+    assert len(blocks) == 2
+    lines, tuned = run_blocks(blocks, tmp_path)
     assert lines[0] == "beam 4 power", lines
     assert one_string_list(lines[1]), lines
     assert lines[2].endswith(os.path.join("models", "en-de", "1")), lines
     assert (tmp_path / "en-de" / "model.keras").is_file()
+    assert one_string_list(tuned[-1]), tuned
+    options = json.loads((tmp_path / "en-de-domain" / "options.json").read_text())
+    # Two replayed pairs per new pair, the default.
+    assert options["replay_pairs"] == 2 * options["train_pairs"] == 8 * len(reference["sources"])
 
 
 def test_which_blocks_must_keep_tensorflows_lines_off_stderr():

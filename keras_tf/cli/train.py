@@ -121,6 +121,16 @@ def add_arguments(parser):
         "d_model, a tenth of it with --init-from (fine-tuning keeps what the model knows)",
     )
     parser.add_argument(
+        "--replay-corpus", metavar="FILE",
+        help="pairs of the domain to keep (TSV, e.g. what the --init-from model was trained "
+        "on): a sample, drawn once by --seed, is mixed into --train (mixed fine-tuning); "
+        "with --init-from the default peak is then twice the from-scratch one",
+    )
+    parser.add_argument(
+        "--replay-ratio", metavar="R", type=float,
+        help="with --replay-corpus, replayed pairs per --train pair; default: two",
+    )
+    parser.add_argument(
         "--lora-rank", metavar="R", type=int_in_range(1),
         help="train rank-R LoRA factors alone (Seq2SeqBackbone.enable_lora); DIR/model.keras "
         "holds the merged kernels",
@@ -214,6 +224,9 @@ def _run(args, check_out):
     valid_corpus = None
     if args.valid:
         valid_corpus = read_tsv_option(args.valid, "--valid", args.skip_bad_lines)
+    replay_corpus = None
+    if args.replay_corpus:
+        replay_corpus = read_tsv_option(args.replay_corpus, "--replay-corpus", args.skip_bad_lines)
     if replace:  # only now that the inputs are read
         clear_folder(args.out)
     start = time.perf_counter()
@@ -222,6 +235,7 @@ def _run(args, check_out):
         train_corpus,
         valid_corpus,
         options=options,
+        replay_corpus=replay_corpus,
         strategy=args.strategy,
         jit_compile=args.xla,
         backup_every=args.backup_every,

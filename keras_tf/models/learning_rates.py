@@ -11,6 +11,11 @@ MAX_WARMUP_STEPS = 4000
 # d_model 512, 1.4e-4 at 128). The from-scratch peak, above what a model was
 # trained with, makes it forget what it knew (benchmarks/finetune.py).
 FINE_TUNING_PEAK_SCALE = 0.1
+# Fine-tuning with replay (pairs of the model's original domain mixed into the
+# new ones, `keras_tf.text.with_replay`): the rehearsed domain holds what the
+# model knew, so the peak can be high enough to learn the new one: twice the
+# from-scratch peak (benchmarks/finetune.py).
+REPLAY_PEAK_SCALE = 2.0
 
 
 def paper_peak_learning_rate(d_model, warmup_steps=MAX_WARMUP_STEPS):
@@ -23,11 +28,17 @@ def paper_peak_learning_rate(d_model, warmup_steps=MAX_WARMUP_STEPS):
     return d_model**-0.5 * warmup_steps**-0.5
 
 
-def fine_tuning_peak_learning_rate(d_model):
+def fine_tuning_peak_learning_rate(d_model, replay=False):
     """The default peak learning rate of fine-tuning: a tenth of the from-scratch peak.
+
+    With `replay` (the original domain's pairs mixed into the new ones), twice
+    the from-scratch peak.
 
     Example:
         >>> round(fine_tuning_peak_learning_rate(512), 7)
         6.99e-05
+        >>> round(fine_tuning_peak_learning_rate(512, replay=True), 5)
+        0.0014
     """
-    return FINE_TUNING_PEAK_SCALE * paper_peak_learning_rate(d_model)
+    scale = REPLAY_PEAK_SCALE if replay else FINE_TUNING_PEAK_SCALE
+    return scale * paper_peak_learning_rate(d_model)

@@ -22,6 +22,7 @@ from keras_tf.text.corpora import (
     read_aligned,
     read_dataset,
     read_tsv,
+    with_replay,
 )
 from keras_tf.text.pipeline import (
     OverlongStats,
@@ -69,4 +70,5 @@ __all__ = [
     "read_tsv",
     "train_sentencepiece",
     "train_wordpiece",
+    "with_replay",
 ]

@@ -12,6 +12,8 @@ reason in `ReadStats.skipped`, and the counts are logged once at the end.
 Both sides are stripped of leading and trailing whitespace; nothing else in
 the text is changed.
 
+`with_replay` mixes a sample of one corpus into another (mixed fine-tuning).
+
 Over-long pairs are a matter of tokens, not characters, so they are handled
 by the input pipeline (`keras_tf.text.pipeline.make_dataset`), which
 truncates or filters them and reports the count.
@@ -21,6 +23,7 @@ import collections
 import dataclasses
 import itertools
 import logging
+import random
 
 import tensorflow as tf
 
@@ -162,6 +165,46 @@ class ParallelCorpus:
                             f"holds a tab or line break; received {text!r}"
                         )
                 file.write(f"{source}\t{target}\n")
+
+
+def with_replay(corpus, replay, ratio=1.0, seed=0):
+    """`corpus` with `ratio` times as many pairs of `replay` mixed in: mixed fine-tuning.
+
+    Fine-tuning a trained model on `corpus` alone makes it forget its
+    original domain; rehearsing pairs of that domain beside the new ones
+    keeps it (Chu et al., 2017, "mixed fine tuning"). The pairs of `replay`
+    are drawn once, without replacement, from `seed`: the same on every run.
+
+    Args:
+        corpus: the new domain's `ParallelCorpus`.
+        replay: a `ParallelCorpus` of the domain to keep.
+        ratio: replayed pairs per pair of `corpus`. Defaults to 1.0. All of
+            `replay` when it holds fewer.
+        seed: seeds the draw. Defaults to 0.
+
+    Returns:
+        A `ParallelCorpus`: the pairs of `corpus`, then the replayed ones.
+
+    Example:
+        >>> new = ParallelCorpus(["a", "b"], ["A", "B"])
+        >>> old = ParallelCorpus(["x", "y", "z"], ["X", "Y", "Z"])
+        >>> len(with_replay(new, old)), len(with_replay(new, old, ratio=0.5))
+        (4, 3)
+    """
+    if not ratio > 0:
+        raise ValueError(f"ratio must be positive; received ratio={ratio!r}")
+    count = min(len(replay), round(ratio * len(corpus)))
+    drawn = random.Random(seed).sample(range(len(replay)), count)
+    stats = ReadStats(
+        f"{corpus.stats.origin} + {count} pairs of {replay.stats.origin}",
+        lines=len(corpus) + count,
+        pairs=len(corpus) + count,
+    )
+    return ParallelCorpus(
+        list(corpus.sources) + [replay.sources[i] for i in drawn],
+        list(corpus.targets) + [replay.targets[i] for i in drawn],
+        stats,
+    )
 
 
 def _check_on_error(on_error):

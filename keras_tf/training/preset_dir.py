@@ -29,7 +29,7 @@ from keras_tf.decoding.config import DecodingConfig
 from keras_tf.models import get_preset
 from keras_tf.option_error import OptionError
 from keras_tf.special_tokens import UNK_ID
-from keras_tf.text import Seq2SeqTokenizers, make_dataset, make_dataset_by_epoch
+from keras_tf.text import Seq2SeqTokenizers, make_dataset, make_dataset_by_epoch, with_replay
 from keras_tf.text.pipeline import (
     DEFAULT_BATCH_TOKENS,
     MIN_BATCHES_PER_EPOCH,
@@ -46,7 +46,7 @@ from keras_tf.models.schedules import (
 from keras_tf.training import trainer
 from keras_tf.translation import Seq2SeqTranslator, presets
 from keras_tf.training.run_lock import RunLockedError, run_lock
-from keras_tf.translation.training_options import TrainingOptions
+from keras_tf.translation.training_options import REPLAY_RATIO, TrainingOptions
 from keras_tf.translation.presets import (
     MODEL_FILE,
     OPTIONS_FILE,
@@ -178,6 +178,7 @@ def _train_preset_dir(
     valid_corpus=None,
     *,
     options=None,
+    replay_corpus=None,
     strategy="default",
     jit_compile=True,
     backup_every=None,
@@ -202,6 +203,13 @@ def _train_preset_dir(
             `init_from`, the fine-tuning schedule
             (`planned_fine_tuning_schedule`): a short warm-up to a tenth of
             the from-scratch peak.
+        replay_corpus: a `ParallelCorpus` of the domain to keep (the one
+            `init_from` was trained on), sampled into the training pairs
+            (`keras_tf.text.with_replay`, `options.replay_ratio` pairs per
+            training pair, drawn from `options.seed`). With `init_from`, the
+            default peak is then twice the from-scratch one
+            (`fine_tuning_peak_learning_rate(d_model, replay=True)`).
+            Defaults to None.
         strategy: `"default"`, `"mirrored"` or `"multi-worker"`.
         jit_compile: compile the train and test steps with XLA. Defaults to
             True; `keras_tf.training.train` turns it off with several replicas.
@@ -232,6 +240,13 @@ def _train_preset_dir(
     learning_rate = options.learning_rate
     batch_size, batch_tokens = options.batch_size, options.batch_tokens
     gradient_accumulation_steps = options.gradient_accumulation_steps
+    new_pairs = train_corpus  # the new domain, which the [UNK] check reads
+    if replay_corpus is not None:
+        ratio = REPLAY_RATIO if options.replay_ratio is None else options.replay_ratio
+        try:
+            train_corpus = with_replay(train_corpus, replay_corpus, ratio, options.seed)
+        except ValueError as error:
+            raise OptionError([("replay_ratio", options.replay_ratio)], str(error)) from None
     initial = None
     if init_from is not None:
         # Fine-tuning: the given model's tokenizers and config, whatever the options say.
@@ -279,7 +294,7 @@ def _train_preset_dir(
             "tokenizer, vocabulary size or max length options",
             file=sys.stderr,
         )
-        _warn_unknown_pieces(tokenizers, train_corpus)
+        _warn_unknown_pieces(tokenizers, new_pairs)
     elif tokenizer_model is not None:
         decoding = DecodingConfig()
         tokenizers = _tokenizers_from_models(out_dir, tokenizer_model, write=chief)
@@ -291,7 +306,7 @@ def _train_preset_dir(
             f"{tokenizers.target_vocabulary_size} target ids (4 reserved, then its pieces)",
             file=sys.stderr,
         )
-        _warn_unknown_pieces(tokenizers, train_corpus)
+        _warn_unknown_pieces(tokenizers, new_pairs)
     else:
         decoding = DecodingConfig()
         # Every worker learns the same tokenizers from the same corpus; the chief saves them.
@@ -358,11 +373,16 @@ def _train_preset_dir(
 
 
         validation_bleu = ValidationBleu(valid_corpus.sources, valid_corpus.targets, tokenizers)
-    peak = learning_rate or (fine_tuning_peak_learning_rate(config.d_model) if initial is not None
-                             else paper_peak_learning_rate(config.d_model))
+    replay = replay_corpus is not None
+    if replay:
+        print(f"Replay: {len(train_corpus) - len(new_pairs)} pairs of the replay corpus mixed "
+              f"into the {len(new_pairs)} training pairs", file=sys.stderr)
+    peak = learning_rate or (fine_tuning_peak_learning_rate(config.d_model, replay)
+                             if initial is not None else paper_peak_learning_rate(config.d_model))
     print(
         f"Learning rate: a warm-up to a peak of {peak:.2g} "
-        + ("(the fine-tuning default: a tenth of the from-scratch peak; --learning-rate sets it)"
+        + (f"(the fine-tuning default: {'twice' if replay else 'a tenth of'} the from-scratch "
+           f"peak{' with replay' if replay else ''}; --learning-rate sets it)"
            if initial is not None and learning_rate is None else
            "(--learning-rate)" if learning_rate is not None else
            "(the paper's peak for this d_model; --learning-rate sets it)")
@@ -371,7 +391,8 @@ def _train_preset_dir(
     )
     if chief:
         presets.write_options(
-            out_dir, options, train_pairs=len(train_corpus),
+            out_dir, options, train_pairs=len(new_pairs),
+            replay_pairs=len(train_corpus) - len(new_pairs),
             valid_pairs=len(valid_corpus) if valid_corpus is not None else 0,
         )
         presets.write_metadata(
@@ -390,7 +411,7 @@ def _train_preset_dir(
         jit_compile=jit_compile,
         mixed_precision=options.mixed_precision,
         warmup_steps=options.warmup_steps,
-        peak_learning_rate=learning_rate,
+        peak_learning_rate=peak if initial is not None else learning_rate,
         gradient_accumulation_steps=gradient_accumulation_steps,
         label_smoothing=options.label_smoothing,
         seed=options.seed,

@@ -1,4 +1,4 @@
-"""`keras-tf train` for adapting a model: the fine-tuning rate, --learning-rate, LoRA, your own tokenizer."""
+"""`keras-tf train` for adapting a model: the fine-tuning rate, --learning-rate, LoRA, replay, your own tokenizer."""
 
 import csv
 import io
@@ -82,3 +82,59 @@ def test_your_own_sentencepiece_model_trains(corpus, tmp_path, capsys):
     assert main(["train", "--train", corpus["train"], "--out", str(tmp_path / "x"),
                  "--tokenizer-model", str(tmp_path / "nowhere.model")]) == 2
     assert "--tokenizer-model: no such file" in capsys.readouterr().err
+
+
+def test_replay_corpus_keeps_the_old_domain_at_the_replay_peak(trained_run, corpus, tmp_path,
+                                                               capsys):
+    import json
+
+    import numpy as np
+
+    import random
+
+    from keras_tf.text import read_tsv
+    from tests.cli.conftest import LEXICON
+
+    run = pathlib.Path(trained_run[0])
+    d_model = presets.load_backbone(run).config.d_model
+
+    # The new domain: sentences of 4-5 words, where the model learned 1-3.
+    def long_pairs(pairs, seed):
+        rng, words = random.Random(seed), sorted(LEXICON)
+        english = [[rng.choice(words) for _ in range(rng.randint(4, 5))] for _ in range(pairs)]
+        return [(" ".join(e), " ".join(LEXICON[w] for w in e)) for e in english]
+
+    new = tmp_path / "new.tsv"
+    new.write_text("".join(f"{s}\t{t}\n" for s, t in long_pairs(96, 31)), encoding="utf-8")
+    tune = ["train", "--train", str(new), "--init-from", str(run), "--epochs", "3",
+            "--steps", "10", "--keep-best", "loss", *QUICK]
+    replayed = tmp_path / "replay"
+    assert main([*tune, "--out", str(replayed), "--replay-corpus", corpus["train"],
+                 "--replay-ratio", "1"]) == 0
+    err = capsys.readouterr().err
+    assert "Replay: 96 pairs of the replay corpus mixed into the 96 training pairs" in err
+    peak = fine_tuning_peak_learning_rate(d_model, replay=True)
+    assert (f"peak of {peak:.2g} (the fine-tuning default: twice the from-scratch peak "
+            "with replay") in err
+    assert fine_tuning_peak_learning_rate(d_model) < max(learning_rates(replayed))
+    assert max(learning_rates(replayed)) <= peak * (1 + 1e-6)
+    options = json.loads((replayed / "options.json").read_text())
+    assert (options["train_pairs"], options["replay_pairs"]) == (96, 96)
+    # The peer: the same peak on the new pairs alone.
+    alone = tmp_path / "alone"
+    assert main([*tune, "--out", str(alone), "--learning-rate", str(peak)]) == 0
+
+    def mean_log_probability(directory, pairs):
+        translator = Seq2SeqTranslator.from_preset(directory)
+        return float(np.mean(translator.score([s for s, _ in pairs], [t for _, t in pairs])))
+
+    old_test, new_test = list(read_tsv(corpus["test"])), long_pairs(20, 32)
+    before_old = mean_log_probability(run, old_test)
+    before_new = mean_log_probability(run, new_test)
+    # Both learn the new domain (measured: -17.3 before, -13.7 and -13.6 after);
+    # replay keeps the old one (-6.4 before, -5.6 with replay, -6.6 alone).
+    assert mean_log_probability(replayed, new_test) > before_new + 2.0
+    assert mean_log_probability(alone, new_test) > before_new + 2.0
+    replayed_old = mean_log_probability(replayed, old_test)
+    assert replayed_old > before_old
+    assert replayed_old > mean_log_probability(alone, old_test) + 0.5

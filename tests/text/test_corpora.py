@@ -9,6 +9,7 @@ from keras_tf.text import (
     read_aligned,
     read_dataset,
     read_tsv,
+    with_replay,
 )
 
 GOOD = [("Hello", "Bonjour"), ("Save the notebook", "Enregistrer le notebook")]
@@ -145,3 +146,21 @@ def test_write_tsv_round_trip(tmp_path):
         ParallelCorpus(["a\tb"], ["c"]).write_tsv(tmp_path / "bad.tsv")
     with pytest.raises(ValueError, match="received 2 sources and 1 targets"):
         ParallelCorpus(["a", "b"], ["c"])
+
+
+def test_with_replay_mixes_in_whole_pairs_of_the_old_corpus_the_same_every_time():
+    new = ParallelCorpus([f"new {i}" for i in range(10)], [f"NEW {i}" for i in range(10)])
+    old = ParallelCorpus([f"old {i}" for i in range(100)], [f"OLD {i}" for i in range(100)])
+    mixed = with_replay(new, old, ratio=2, seed=3)
+    # The new pairs first, then 20 distinct old ones, each still with its own translation.
+    assert list(mixed)[:10] == list(new)
+    replayed = list(mixed)[10:]
+    assert len(replayed) == 20 and len(set(replayed)) == 20
+    assert all(target == source.upper() for source, target in replayed)
+    assert list(with_replay(new, old, ratio=2, seed=3)) == list(mixed)
+    assert list(with_replay(new, old, ratio=2, seed=4)) != list(mixed)
+    assert str(mixed.stats).startswith("in-memory + 20 pairs of in-memory: 30 lines read")
+    # A ratio asking for more than the old corpus holds takes all of it, once.
+    assert sorted(list(with_replay(new, old, ratio=50))[10:]) == sorted(old)
+    with pytest.raises(ValueError, match="received ratio=0"):
+        with_replay(new, old, ratio=0)
