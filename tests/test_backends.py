@@ -76,8 +76,14 @@ def run_on_jax(args, timeout=600, cwd=ROOT, llvm_o0=True):
     models moved enough to fail two int8 tolerances. `llvm_o0=False` keeps
     XLA's usual optimization, for a test that trains a model (JAX_OPTIMIZED).
     """
+    environ = dict(os.environ)
+    if not llvm_o0:
+        # Not an xdist worker for tests/helpers.shared_folder: a model trained
+        # at the usual optimization is its own, never the -O0 processes' one
+        # that the workers share.
+        environ.pop("PYTEST_XDIST_WORKER", None)
     env = {
-        **os.environ,
+        **environ,
         "KERAS_BACKEND": "jax",
         "TF_CPP_MIN_LOG_LEVEL": "3",
         "XLA_FLAGS": " ".join(filter(None, [
