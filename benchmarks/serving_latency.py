@@ -190,6 +190,21 @@ def corpus_sentences():
         return sources, sources, "generated text (install .[demo] for the real corpus)"
 
 
+def serving_model(tokenizers):
+    """The untrained model these serving benchmarks time: transformer_small's shape, seed 0."""
+    import keras
+
+    from keras_tf.models import Seq2SeqTransformer, get_preset
+
+    keras.utils.set_random_seed(0)
+    return Seq2SeqTransformer(get_preset(
+        "transformer_small",
+        source_vocabulary_size=tokenizers.source_vocabulary_size,
+        target_vocabulary_size=tokenizers.target_vocabulary_size,
+        dropout=0.0,
+    ))
+
+
 def percentile(values, q):
     import numpy as np
 
@@ -334,13 +349,13 @@ def main():
 
     import keras_tf
 
-    keras = keras_tf.quiet_tensorflow()  # first: TensorFlow's C++ start-up lines kept off stderr
+    keras_tf.quiet_tensorflow()  # first: TensorFlow's C++ start-up lines kept off stderr
     import numpy as np
 
     import tensorflow as tf
 
     from keras_tf.decoding import DecodingConfig, generate
-    from keras_tf.models import Seq2SeqTransformer, get_preset
+    from keras_tf.models import Seq2SeqTransformer
     from keras_tf.serving import export
     from keras_tf.text import Seq2SeqPreprocessor, Seq2SeqTokenizers, encode_source
     from keras_tf.translation import Seq2SeqTranslator
@@ -354,14 +369,8 @@ def main():
     # Batch 1: the first sentence; batches 8 and 32: the next ones, the 8 in the 32.
     texts = {size: [pool[0]] if size == 1 else (pool * size)[1 : size + 1] for size in BATCH_SIZES}
 
-    keras.utils.set_random_seed(0)
-    config = get_preset(
-        "transformer_small",
-        source_vocabulary_size=tokenizers.source_vocabulary_size,
-        target_vocabulary_size=tokenizers.target_vocabulary_size,
-        dropout=0.0,
-    )
-    model = Seq2SeqTransformer(config)
+    model = serving_model(tokenizers)
+    config = model.config
     task = Seq2SeqTranslator(
         model,
         Seq2SeqPreprocessor(tokenizers, config.max_source_length, config.max_target_length),

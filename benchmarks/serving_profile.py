@@ -35,20 +35,18 @@ import tempfile
 import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 
 def profile(export_dir, batch_size, source_length, calls, top):
     """Print the profile of one export at one batch size (in this process: TensorFlow only)."""
     import numpy as np
     import tensorflow as tf
-    import tensorflow_text  # noqa: F401  registers the tokenizers' ops
 
-    tf.get_logger().setLevel("ERROR")
-    graph = tf.Graph()
-    session = tf.compat.v1.Session(graph=graph)
-    with graph.as_default():
-        meta_graph = tf.compat.v1.saved_model.loader.load(session, ["serve"], export_dir)
-    signature = meta_graph.signature_def["translate_tokens"]
+    from serving_latency import load_session
+
+    session, signatures = load_session(export_dir)
+    signature = signatures["translate_tokens"]
     feed_name = signature.inputs["source_ids"].name
     fetches = {name: info.name for name, info in signature.outputs.items()}
     rng = np.random.default_rng(0)
@@ -94,24 +92,13 @@ def print_loop_bodies(export_dir):
 
 
 def build_export(folder, max_length):
-    import keras
-
-    from keras_tf.models import Seq2SeqTransformer, get_preset
     from keras_tf.serving import export
     from keras_tf.text import Seq2SeqTokenizers
-
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from serving_latency import corpus_sentences
+    from serving_latency import corpus_sentences, serving_model
 
     sources, targets, _ = corpus_sentences()
     tokenizers = Seq2SeqTokenizers.train(sources, targets, vocabulary_size=2000)
-    keras.utils.set_random_seed(0)
-    model = Seq2SeqTransformer(get_preset(
-        "transformer_small",
-        source_vocabulary_size=tokenizers.source_vocabulary_size,
-        target_vocabulary_size=tokenizers.target_vocabulary_size,
-        dropout=0.0,
-    ))
+    model = serving_model(tokenizers)
     return export(model, tokenizers, os.path.join(folder, "translator"), max_length=max_length)
 
 

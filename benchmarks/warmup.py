@@ -83,24 +83,15 @@ def main():
     import keras_tf
 
     keras_tf.quiet_tensorflow()
-    import keras
-
-    from keras_tf.models import Seq2SeqTransformer, get_preset
     from keras_tf.serving import export
     from keras_tf.text import Seq2SeqTokenizers
-    from serving_latency import corpus_sentences
+    from serving_latency import corpus_sentences, serving_model
 
     sources, targets, corpus_name = corpus_sentences()
     tokenizers = Seq2SeqTokenizers.train(sources, targets, vocabulary_size=args.vocabulary_size)
     lengths = tokenizers.tokenize_source(sources).row_lengths().numpy()
     text = next(s for s, n in zip(sources, lengths) if SOURCE_TOKENS[0] <= n <= SOURCE_TOKENS[1])
-    keras.utils.set_random_seed(0)
-    model = Seq2SeqTransformer(get_preset(
-        "transformer_small",
-        source_vocabulary_size=tokenizers.source_vocabulary_size,
-        target_vocabulary_size=tokenizers.target_vocabulary_size,
-        dropout=0.0,
-    ))
+    model = serving_model(tokenizers)
     folder = tempfile.mkdtemp(prefix="warmup_")
     exports = {
         key: export(model, tokenizers, os.path.join(folder, key), max_length=args.max_length,
