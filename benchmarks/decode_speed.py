@@ -252,18 +252,14 @@ def main(argv=None):
     for b in args.batch_sizes:
         sources = all_sources[:b]
         for n in args.lengths:
-            runs["greedy", b, n] = lambda s=sources, n=n: generate(
-                model, s, max_length=n, end_id=None
-            ).tokens
-            runs["beam4", b, n] = lambda s=sources, n=n: generate(
-                model, s, max_length=n, method="beam", beam_size=4, end_id=None
-            ).tokens
-            if quantized is not None:
-                runs["greedy_q", b, n] = lambda s=sources, n=n: generate(
-                    quantized, s, max_length=n, end_id=None
+            for suffix, decoder in (("", model), ("_q", quantized)):
+                if decoder is None:
+                    continue
+                runs["greedy" + suffix, b, n] = lambda m=decoder, s=sources, n=n: generate(
+                    m, s, max_length=n, end_id=None
                 ).tokens
-                runs["beam4_q", b, n] = lambda s=sources, n=n: generate(
-                    quantized, s, max_length=n, method="beam", beam_size=4, end_id=None
+                runs["beam4" + suffix, b, n] = lambda m=decoder, s=sources, n=n: generate(
+                    m, s, max_length=n, method="beam", beam_size=4, end_id=None
                 ).tokens
             if b == UNCACHED_BATCH_SIZE and n in uncached_lengths:
                 runs["uncached_eager", b, n] = lambda s=sources, n=n: greedy_search_uncached(
