@@ -21,7 +21,7 @@ import keras
 import numpy as np
 from keras import ops
 
-from keras_tf.decoding.beam_search import beam_search, tile_beams
+from keras_tf.decoding.beam_search import beam_search
 from keras_tf.decoding.compile import xla_compile
 from keras_tf.decoding.config import DecodingConfig
 from keras_tf.decoding.greedy import exclude_unpickable, greedy_search
@@ -79,6 +79,8 @@ def make_beam_step_fn(model, encoder_tokens, cross_attention_cache):
     its own row, marks position `index` as its own, and reads the earlier
     positions from its ancestors' rows. `reorder_cache_rows` is the
     matching `reorder_cache` of `beam_search`: it reorders only that table.
+    `encoder_tokens` and `cross_attention_cache` hold one row per source, not
+    per hypothesis: the beams of a source, next to each other, share them.
     """
 
     def step_fn(tokens, cache, index):
@@ -146,7 +148,7 @@ def _decode_ids(model, encoder_tokens, decoding, seed_generator):
     # memory: [batch, S, d_model]; the padding mask comes from encoder_tokens
     # in every step.
     memory = model.encoder(encoder_tokens)
-    # cross: one [2, S, batch, heads, head_dim] per decoder block
+    # cross: one [2, batch, heads, S, head_dim] per decoder block
     cross = model.cross_attention_cache(memory)
     # The self-attention cache starts at the first of `cache_lengths` and
     # grows between the loop's stages (`stages.py`).
@@ -154,9 +156,9 @@ def _decode_ids(model, encoder_tokens, decoding, seed_generator):
     first_length = cache_lengths(s.max_length)[0]
     if s.method == "beam":
         rows = batch_size * s.beam_size
-        step_fn = make_beam_step_fn(
-            model, tile_beams(encoder_tokens, s.beam_size), tile_beams(cross, s.beam_size, axis=2)
-        )
+        # The beams of a source share its cross-attention keys and values
+        # (`MultiHeadAttention.step_with_key_value`): not tiled.
+        step_fn = make_beam_step_fn(model, encoder_tokens, cross)
         cache = (
             model.init_self_attention_cache(rows, first_length),
             ops.zeros((rows, first_length), dtype="int32"),

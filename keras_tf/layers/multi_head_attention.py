@@ -65,8 +65,8 @@ class MultiHeadAttention(keras.layers.Layer):
       (keys at index 0, values at 1) at `cache_index`, and attention runs
       over the whole cache (the causal mask hides the unfilled part).
     Cross-attention reuses keys and values computed once from the encoder
-    output (`compute_key_value`, the same layout) through the `key_value`
-    argument.
+    output (`compute_key_value`, `[2, batch, heads, key_length, head_dim]`)
+    through the `key_value` argument.
 
     One new token at a time (`step_with_cache`, `step_with_key_value`) runs
     on `[batch, d_model]` states with few, large ops: every decoding step of
@@ -180,8 +180,13 @@ class MultiHeadAttention(keras.layers.Layer):
         return ops.stack([key, value], axis=1)
 
     def compute_key_value(self, value):
-        """Project `value` to keys and values, position-major: `[2, length, batch, heads, head_dim]`."""
-        return ops.transpose(self._key_value_heads(value), (1, 2, 0, 3, 4))
+        """Project `value` to keys and values, head-major: `[2, batch, heads, length, head_dim]`.
+
+        Each (row, head) then holds its keys and values as one `[length,
+        head_dim]` matrix, so a decoding step attends with two batched
+        matrix products (`step_with_key_value`).
+        """
+        return ops.transpose(self._key_value_heads(value), (1, 0, 3, 2, 4))
 
     def call(self, query, value=None, attention_mask=None, key_value=None, training=None):
         """Attend from `query` to `value` (self-attention when `value` is None).
@@ -192,7 +197,7 @@ class MultiHeadAttention(keras.layers.Layer):
             attention_mask: boolean `[batch, query_length, key_length]` from
                 `compute_attention_mask`; True where attention is allowed.
             key_value: keys and values computed beforehand by
-                `compute_key_value`, `[batch, 2, key_length, heads, head_dim]`,
+                `compute_key_value`, `[2, batch, heads, key_length, head_dim]`,
                 instead of `value`.
             training: enables attention dropout.
 
@@ -303,17 +308,37 @@ class MultiHeadAttention(keras.layers.Layer):
     def step_with_key_value(self, query, key_value, key_mask=None):
         """Cross-attention of one new token over keys and values computed once, for inference.
 
+        The rows of `query` come in groups, one group per row of
+        `key_value`: beam search's `beam_size` hypotheses of one source share
+        its keys and values, which are then read once per source instead of
+        once per hypothesis. Each (source, head) attends with two batched
+        matrix products: `[group, head_dim] × [head_dim, length]` and
+        `[group, length] × [length, head_dim]`.
+
         Args:
-            query: `[batch, d_model]`.
-            key_value: `[2, source_length, batch, heads, head_dim]` from
+            query: `[batch * group, d_model]`, the rows of a source next to
+                each other.
+            key_value: `[2, batch, heads, source_length, head_dim]` from
                 `compute_key_value`.
-            key_mask: boolean `[source_length, batch, 1]`, True at real tokens.
+            key_mask: boolean `[batch, 1, 1, source_length]`, True at real tokens.
 
         Returns:
-            The output `[batch, d_model]`.
+            The output `[batch * group, d_model]`.
         """
-        query_heads = self._step_heads(self.query_dense(query))
-        return self._attend_one(query_heads, key_value[0], key_value[1], key_mask)
+        # [batch * group, d_model] -> [batch, group, heads, head_dim]
+        query_heads = ops.reshape(
+            self.query_dense(query), (ops.shape(key_value)[1], -1, self.num_heads, self.head_dim)
+        )
+        query_heads = query_heads * ops.cast(1.0 / math.sqrt(self.head_dim), query_heads.dtype)
+        # scores: [batch, heads, group, source_length]
+        scores = ops.cast(ops.einsum("bghd,bhsd->bhgs", query_heads, key_value[0]), "float32")
+        if key_mask is not None:
+            scores = ops.where(key_mask, scores, ops.full_like(scores, -1e9))
+        weights = ops.exp(scores - ops.max(scores, axis=-1, keepdims=True))
+        weights = ops.cast(weights / ops.sum(weights, axis=-1, keepdims=True), self.compute_dtype)
+        # context: [batch, group, heads, head_dim] -> [batch * group, d_model]
+        context = ops.einsum("bhgs,bhsd->bghd", weights, key_value[1])
+        return self.output_dense(ops.reshape(context, (-1, self.d_model)))
 
     def _step_heads(self, x):
         # [batch, d_model] -> [batch, heads, head_dim]
@@ -345,10 +370,10 @@ class MultiHeadAttention(keras.layers.Layer):
     def _attention(self, query, value, attention_mask, key_value, training):
         if key_value is not None:
             # Cross-attention over keys and values computed once (decoding),
-            # position-major: [2, key_length, batch, heads, head_dim].
+            # head-major: [2, batch, heads, key_length, head_dim].
             query_heads = self._split_heads(self.query_dense(query))
-            key_heads = ops.transpose(key_value[0], (1, 0, 2, 3))
-            value_heads = ops.transpose(key_value[1], (1, 0, 2, 3))
+            key_heads = ops.transpose(key_value[0], (0, 2, 1, 3))
+            value_heads = ops.transpose(key_value[1], (0, 2, 1, 3))
         elif value is None:
             # Self-attention: q, k and v from one matmul, which measured
             # 15-25% faster per training step than three on a CPU.

@@ -25,9 +25,9 @@ class TransformerDecoderBlock(TransformerBlockBase):
       cross-attention weights [batch, heads, target_length, source_length])`;
     - `call_with_cache(inputs, self_attention_cache, cache_index,
       cross_attention_cache)`, for incremental decoding, returns `(outputs,
-      self_attention_cache)`: the self-attention cache is `[batch, 2,
-      max_length, heads, head_dim]`, the cross-attention keys and values
-      `[batch, 2, source_length, heads, head_dim]` are computed once from
+      self_attention_cache)`: the self-attention cache is `[2, max_length,
+      batch, heads, head_dim]`, the cross-attention keys and values
+      `[2, batch, heads, source_length, head_dim]` are computed once from
       `memory` with `compute_cross_attention_cache`.
     All three run one forward pass, `_forward`.
 
@@ -137,10 +137,8 @@ class TransformerDecoderBlock(TransformerBlockBase):
             x = ops.reshape(inputs, (-1, self.d_model))
             key_mask = None
             if memory_padding_mask is not None:
-                # [batch, source_length] -> [source_length, batch, 1]
-                key_mask = ops.expand_dims(
-                    ops.transpose(ops.cast(memory_padding_mask, "bool")), -1
-                )
+                # [batch, source_length] -> [batch, 1, 1, source_length]
+                key_mask = ops.cast(memory_padding_mask, "bool")[:, None, None, :]
             x, cache = self.step(
                 x, self_attention_cache, cache_index, cross_attention_cache, key_mask, cache_rows
             )
@@ -161,8 +159,9 @@ class TransformerDecoderBlock(TransformerBlockBase):
              cache_rows=None):
         """One new token per row, `[batch, d_model]` in and out: `(outputs, updated cache)`.
 
-        `key_mask`: boolean `[source_length, batch, 1]`, True at real source
-        tokens. The three sub-layers of `_forward`, without dropout.
+        `key_mask`: boolean `[batch, 1, 1, source_length]`, True at real
+        source tokens. `cross_attention_cache` may hold one row per group of
+        rows of `x` (the beams of a source), as `MultiHeadAttention.step_with_key_value` says. The three sub-layers of `_forward`, without dropout.
         """
         x, cache = self._residual(
             x,
@@ -216,7 +215,7 @@ class TransformerDecoderBlock(TransformerBlockBase):
             cache_index=cache_index,
         )
         memory_like = (
-            ops.transpose(cross_attention_cache[0, :, :, 0, 0]) if memory is None else memory
+            cross_attention_cache[0, :, 0, :, 0] if memory is None else memory
         )
         cross_attention_mask = compute_attention_mask(
             inputs,

@@ -369,7 +369,7 @@ class Seq2SeqBackbone(TokenMeanLossTracking, keras.Model):
     def cross_attention_cache(self):
         """Functional model: memory → keys and values of every decoder block's cross-attention.
 
-        Output: a list with one `[batch, 2, S, heads, head_dim]` tensor per
+        Output: a list with one `[2, batch, heads, S, head_dim]` tensor per
         decoder block, computed once per source batch.
         """
         if "cross_attention_cache" not in self._submodels:

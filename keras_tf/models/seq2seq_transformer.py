@@ -159,12 +159,14 @@ class Seq2SeqTransformer(Seq2SeqBackbone):
 
     def _cache_inputs(self, name):
         c = self.config
-        # One tensor per decoder block, position-major: [2 (keys, values),
-        # length, batch, heads, head_dim]. A stacked tensor would be sliced
-        # and re-stacked (two copies of the whole cache) at every step.
+        # One tensor per decoder block, keys and values stacked: [2, ...,
+        # head_dim] (self-attention: [2, length, batch, heads, head_dim];
+        # cross-attention: [2, batch, heads, source_length, head_dim]). A
+        # tensor of all blocks would be sliced and re-stacked (two copies of
+        # the whole cache) at every step.
         return [
             keras.Input(
-                batch_shape=(2, None, None, c.num_heads, c.head_dim),
+                batch_shape=(2, None, None, None, c.head_dim),
                 dtype=self.compute_dtype,
                 name=f"{name}_{i}",
             )

@@ -110,7 +110,7 @@ def test_generate_traces_once_and_equals_one_fixed_cache_reordered_by_gather():
     beam = generate(model, sources, max_length=MAX_LENGTH, method="beam", beam_size=3,
                     end_id=None, return_all_beams=True)
     fixed_tokens, fixed_scores = beam_search(
-        make_step_fn(model, tile_beams(encoder_tokens, 3), tile_beams(cross, 3, axis=2)),
+        make_step_fn(model, tile_beams(encoder_tokens, 3), tile_beams(cross, 3, axis=1)),
         model.init_self_attention_cache(9, MAX_LENGTH), 3, MAX_LENGTH, beam_size=3, end_id=None,
         reorder_cache=reorder_rows,
     )

@@ -131,10 +131,28 @@ def test_one_token_cross_attention_equals_the_full_pass():
     mask = compute_attention_mask(x, memory, key_padding_mask=real)
     full = to_numpy(layer(x, memory, attention_mask=mask))
     key_value = layer.compute_key_value(memory)
-    assert tuple(key_value.shape) == (2, 6, 3, HEADS, D_MODEL // HEADS)
+    assert tuple(key_value.shape) == (2, 3, HEADS, 6, D_MODEL // HEADS)
     for t in range(4):
-        out = layer.step_with_key_value(x[:, t], key_value, real.T[:, :, None])
+        out = layer.step_with_key_value(x[:, t], key_value, real[:, None, None, :])
         np.testing.assert_allclose(to_numpy(out), full[:, t], atol=1e-5)
+
+
+def test_one_token_cross_attention_shares_a_sources_keys_among_its_group_of_rows():
+    """Rows 3b .. 3b + 2 (beam search's hypotheses of source b) read only source b's keys and values."""
+    layer = MultiHeadAttention(HEADS, D_MODEL)
+    group = 3
+    queries = np.random.rand(2 * group, 1, D_MODEL).astype("float32")
+    memory = np.random.rand(2, 5, D_MODEL).astype("float32")
+    real = np.arange(5)[None, :] < np.array([[5], [2]])
+    tiled_memory, tiled_real = np.repeat(memory, group, 0), np.repeat(real, group, 0)
+    mask = compute_attention_mask(queries, tiled_memory, key_padding_mask=tiled_real)
+    full = to_numpy(layer(queries, tiled_memory, attention_mask=mask))[:, 0]
+    shared = layer.step_with_key_value(
+        queries[:, 0], layer.compute_key_value(memory), real[:, None, None, :]
+    )
+    np.testing.assert_allclose(to_numpy(shared), full, atol=1e-5)
+    # A source's rows differ from each other: the test is not of one repeated row.
+    assert np.abs(full[0] - full[1]).max() > 1e-3
 
 
 def test_num_heads_must_divide_d_model():
