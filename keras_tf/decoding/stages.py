@@ -20,6 +20,9 @@ current step are masked out of the attention (`compute_attention_mask`).
 """
 
 from keras import ops
+from keras import tree
+
+from keras_tf.layers.cache_update import position_axis
 
 
 FIRST_CACHE_LENGTH = 64
@@ -45,13 +48,15 @@ def cache_lengths(max_length, first=None):
 
 
 def grow_self_attention_cache(cache, length):
-    """Pad each `[2, L, batch, heads, head_dim]` leaf of `cache` with zeros to `length` positions."""
+    """Pad the keys and values of every block's cache (`cache_update.new_cache`) with zeros to `length` positions."""
+    axis = position_axis()
 
     def grow(leaf):
-        extra = length - leaf.shape[1]
-        return ops.pad(leaf, [(0, 0), (0, extra), (0, 0), (0, 0), (0, 0)])
+        padding = [(0, 0)] * 4
+        padding[axis] = (0, length - leaf.shape[axis])
+        return ops.pad(leaf, padding)
 
-    return [grow(leaf) for leaf in cache]
+    return tree.map_structure(grow, cache)
 
 
 def staged_while_loop(cond, body, state, max_length, grow_cache=None):

@@ -7,7 +7,9 @@ import threading
 import keras
 from keras import ops
 
-from keras_tf.layers.cache_update import update_at, write_position, written_keys_values
+from keras_tf.layers.cache_update import (
+    position_axis, positions_first, update_at, write_position, written_keys_values,
+)
 from keras_tf.layers.validation import check_last_dim, clone_initializer
 
 
@@ -60,13 +62,15 @@ class MultiHeadAttention(keras.layers.Layer):
     - `call` returns the output;
     - `call_with_attention_scores` returns `(output, weights)`;
     - `call_with_cache` (incremental decoding) returns `(output, cache)`: the
-      keys and values of the new tokens are written into a fixed-size,
-      position-major cache `[2, max_length, batch, num_heads, head_dim]`
-      (keys at index 0, values at 1) at `cache_index`, and attention runs
-      over the whole cache (the causal mask hides the unfilled part).
+      keys and values of the new tokens are written into a fixed-size cache
+      (keys at index 0, values at 1; `cache_update.new_cache`: head-first
+      `[2, num_heads, batch, max_length, head_dim]`, or position-major
+      `[2, max_length, batch, num_heads, head_dim]` in the export without
+      XLA) at `cache_index`, and attention runs over the whole cache (the
+      causal mask hides the unfilled part).
     Cross-attention reuses keys and values computed once from the encoder
-    output (`compute_key_value`, `[2, batch, heads, key_length, head_dim]`)
-    through the `key_value` argument.
+    output (`compute_key_value`: keys and values, each `[batch, heads,
+    key_length, head_dim]`) through the `key_value` argument.
 
     One new token at a time (`step_with_cache`, `step_with_key_value`) runs
     on `[batch, d_model]` states with few, large ops: every decoding step of
@@ -180,13 +184,16 @@ class MultiHeadAttention(keras.layers.Layer):
         return ops.stack([key, value], axis=1)
 
     def compute_key_value(self, value):
-        """Project `value` to keys and values, head-major: `[2, batch, heads, length, head_dim]`.
+        """Project `value` to `(keys, values)`, head-major: each `[batch, heads, length, head_dim]`.
 
         Each (row, head) then holds its keys and values as one `[length,
         head_dim]` matrix, so a decoding step attends with two batched
         matrix products (`step_with_key_value`).
         """
-        return ops.transpose(self._key_value_heads(value), (1, 0, 3, 2, 4))
+        return tuple(
+            ops.transpose(self._split_heads(dense(value)), (0, 2, 1, 3))
+            for dense in (self.key_dense, self.value_dense)
+        )
 
     def call(self, query, value=None, attention_mask=None, key_value=None, training=None):
         """Attend from `query` to `value` (self-attention when `value` is None).
@@ -196,9 +203,8 @@ class MultiHeadAttention(keras.layers.Layer):
             value: `[batch, key_length, d_model]`, the source of keys and values.
             attention_mask: boolean `[batch, query_length, key_length]` from
                 `compute_attention_mask`; True where attention is allowed.
-            key_value: keys and values computed beforehand by
-                `compute_key_value`, `[2, batch, heads, key_length, head_dim]`,
-                instead of `value`.
+            key_value: `(keys, values)` computed beforehand by
+                `compute_key_value`, instead of `value`.
             training: enables attention dropout.
 
         Returns:
@@ -220,7 +226,7 @@ class MultiHeadAttention(keras.layers.Layer):
 
         Args:
             query: the new tokens' states `[batch, new_length, d_model]`.
-            cache: `[2, max_length, batch, heads, head_dim]`.
+            cache: from `cache_update.new_cache`.
             cache_index: int32 scalar, the position of the first new token.
             attention_mask: `[batch, new_length, max_length]`, from
                 `compute_attention_mask(..., causal=True, cache_index=...)`.
@@ -234,10 +240,16 @@ class MultiHeadAttention(keras.layers.Layer):
         """
         query_heads, key_value = self._fused_projection(query)
         # Write this step's keys and values, then attend over the whole cache.
-        # key_value: [batch, 2, new_length, heads, head_dim] -> position-major
-        key_value = ops.transpose(key_value, (1, 2, 0, 3, 4))
-        cache = update_at(cache, cache_index, key_value, axis=1)
-        key_heads, value_heads = cache[0], cache[1]
+        # key_value: [batch, 2, new_length, heads, head_dim] -> the cache's
+        # layout (`cache_update`): position-major or head-first
+        axis = position_axis()
+        cache = tuple(
+            update_at(buffer, cache_index,
+                      ops.transpose(key_value[:, i], (1, 0, 2, 3) if axis == 0 else (2, 0, 1, 3)),
+                      axis=axis)
+            for i, buffer in enumerate(cache)
+        )
+        key_heads, value_heads = positions_first(cache[0]), positions_first(cache[1])
         if cache_rows is not None:
             key_heads, value_heads = (
                 read_rows(key_heads, cache_rows), read_rows(value_heads, cache_rows)
@@ -249,7 +261,7 @@ class MultiHeadAttention(keras.layers.Layer):
         output, _ = self._attend(query_heads, key_heads, value_heads, attention_mask, training)
         return output, cache
 
-    def step_with_cache(self, query, cache, cache_index, cache_rows=None):
+    def step_with_cache(self, query, cache, cache_index, cache_rows=None, sources=None):
         """`call_with_cache` for one new token, on `[batch, d_model]` states, for inference.
 
         The same arithmetic (no dropout): queries, keys and values from the
@@ -258,9 +270,14 @@ class MultiHeadAttention(keras.layers.Layer):
 
         Args:
             query: `[batch, d_model]`.
-            cache: `[2, max_length, batch, heads, head_dim]`.
+            cache: a self-attention cache (`cache_update.new_cache`).
             cache_index: int32 scalar, the new token's position.
-            cache_rows: as in `call_with_cache`.
+            cache_rows: as in `call_with_cache`. A row's ancestors are rows
+                of its own group (the beams of its source).
+            sources: the number of groups of rows, the rows of a group next
+                to each other (beam search: the batch size). Used with
+                `cache_rows` on a head-first cache; None is one group of
+                all rows (correct, and as slow as rows²).
 
         Returns:
             `(output [batch, d_model], updated cache)`.
@@ -270,40 +287,93 @@ class MultiHeadAttention(keras.layers.Layer):
             # Three projections: `_fused_projection` would concatenate the
             # kernels at every step (`fused_step_projections` does it once).
             query_heads = self._step_heads(self.query_dense(query))
-            key_value = ops.stack([self._step_heads(self.key_dense(query)),
-                                   self._step_heads(self.value_dense(query))])
+            key_value = (self._step_heads(self.key_dense(query)),
+                         self._step_heads(self.value_dense(query)))
         else:
             kernel, bias = fused
             qkv = ops.matmul(query, kernel)
             if bias is not None:
                 qkv = qkv + bias
-            # qkv: [batch, 3 * d_model]; slices and a stack, not a transpose
-            # (a oneDNN call of 0.1 ms at batch 32 without XLA).
+            # qkv: [batch, 3 * d_model]; slices, not a transpose (a oneDNN
+            # call of 0.1 ms at batch 32 without XLA).
             d = self.d_model
             query_heads = self._step_heads(qkv[:, :d])
-            key_value = ops.reshape(
-                ops.stack([qkv[:, d : 2 * d], qkv[:, 2 * d :]]),
-                (2, -1, self.num_heads, self.head_dim),
-            )
+            key_value = (self._step_heads(qkv[:, d : 2 * d]), self._step_heads(qkv[:, 2 * d :]))
         cache = write_position(cache, cache_index, key_value)
         written = written_keys_values(cache, cache_index)
         if written is None:
-            # All positions, the unwritten ones masked: [max_length, 1, 1]
-            key_heads, value_heads = cache[0], cache[1]
-            length = cache.shape[1] or ops.shape(cache)[1]
-            visible = ops.reshape(
-                ops.less_equal(ops.arange(length, dtype="int32"), ops.cast(cache_index, "int32")),
-                (-1, 1, 1),
-            )
-        else:
-            # Positions 0 .. cache_index only, none masked (graph executor).
-            (key_heads, value_heads), visible = written, None
+            # A head-first cache: all positions, the unwritten ones masked.
+            return self._attend_head_first(query_heads, cache, cache_index, cache_rows,
+                                           sources), cache
+        # Position-major, in place (graph executor): positions 0 .. cache_index
+        # only, none masked.
+        key_heads, value_heads = written
         if cache_rows is not None:
-            if written is not None:
-                cache_rows = cache_rows[:, : ops.shape(key_heads)[0]]
+            cache_rows = cache_rows[:, : ops.shape(key_heads)[0]]
             key_heads = read_rows(key_heads, cache_rows)
             value_heads = read_rows(value_heads, cache_rows)
-        return self._attend_one(query_heads, key_heads, value_heads, visible), cache
+        return self._attend_one(query_heads, key_heads, value_heads, None), cache
+
+    def _attend_head_first(self, query_heads, cache, cache_index, cache_rows, sources):
+        """softmax(q Kᵀ / √d_k + mask) · V for one query per row, over a head-first cache.
+
+        query_heads: `[rows, heads, head_dim]`; cache: `(keys, values)`,
+        each `[heads, rows, length, head_dim]`, positions after `cache_index`
+        masked. Each (head,
+        row) attends with two batched matrix products. With `cache_rows`, the
+        query of row r is multiplied with the keys of every row of its group
+        (a `[group, head_dim] × [head_dim, group · length]` product per source
+        and head), and a one-hot table of ancestors picks, at each position,
+        the score of the row that holds it; the weights are spread back the
+        same way before the product with the values. No cache row is copied.
+        Returns the output `[rows, d_model]`.
+        """
+        heads, head_dim = self.num_heads, self.head_dim
+        keys, values = cache
+        length = keys.shape[2] or ops.shape(keys)[2]
+        # [rows, heads, head_dim] -> [heads, rows, head_dim]
+        query = ops.transpose(query_heads, (1, 0, 2))
+        query = query * ops.cast(1.0 / math.sqrt(head_dim), query.dtype)
+        visible = ops.less_equal(ops.arange(length, dtype="int32"), ops.cast(cache_index, "int32"))
+        if cache_rows is None:
+            scores = ops.einsum("hrd,hrld->hrl", query, keys)
+            weights = self._position_softmax(scores, visible)
+            context = ops.einsum("hrl,hrld->hrd", weights, values)
+        else:
+            rows = query.shape[1] or ops.shape(query)[1]
+            groups = sources or 1
+            # [heads, groups, group, head_dim] and [heads, groups, group, length, head_dim]
+            query = ops.reshape(query, (heads, groups, -1, head_dim))
+            group = query.shape[2] or ops.shape(query)[2]
+            keys = ops.reshape(keys, (heads, groups, group, length, head_dim))
+            # ancestors[b, q, k, t]: 1 where row q of group b reads position t from row k
+            first = (ops.arange(rows, dtype="int32") // group) * group
+            ancestors = ops.one_hot(ops.cast(cache_rows, "int32") - first[:, None], group)
+            ancestors = ops.transpose(
+                ops.reshape(ancestors, (groups, group, length, group)), (0, 1, 3, 2)
+            )
+            # scores of every query against every key of its group: [heads, groups, q, k, length]
+            scores = ops.cast(ops.einsum("hbqd,hbkld->hbqkl", query, keys), "float32")
+            scores = ops.sum(scores * ancestors[None], axis=3)
+            weights = self._position_softmax(scores, visible)
+            spread = weights[:, :, :, None, :] * ops.cast(ancestors, weights.dtype)[None]
+            spread = ops.reshape(spread, (heads, groups, group, group * length))
+            values = ops.reshape(values, (heads, groups, group * length, head_dim))
+            context = ops.reshape(
+                ops.einsum("hbqm,hbmd->hbqd", spread, values), (heads, rows, head_dim)
+            )
+        # [heads, rows, head_dim] -> [rows, d_model]
+        context = ops.reshape(ops.transpose(context, (1, 0, 2)), (-1, self.d_model))
+        return self.output_dense(context)
+
+    def _position_softmax(self, scores, visible):
+        """Softmax over the last axis in float32, over the scores where `visible` (broadcast to `scores`, or None: all) holds."""
+        scores = ops.cast(scores, "float32")
+        if visible is not None:
+            scores = ops.where(visible, scores, ops.full_like(scores, -1e9))
+        weights = ops.exp(scores - ops.max(scores, axis=-1, keepdims=True))
+        weights = weights / ops.sum(weights, axis=-1, keepdims=True)
+        return ops.cast(weights, self.compute_dtype)
 
     def step_with_key_value(self, query, key_value, key_mask=None):
         """Cross-attention of one new token over keys and values computed once, for inference.
@@ -318,26 +388,24 @@ class MultiHeadAttention(keras.layers.Layer):
         Args:
             query: `[batch * group, d_model]`, the rows of a source next to
                 each other.
-            key_value: `[2, batch, heads, source_length, head_dim]` from
-                `compute_key_value`.
+            key_value: `(keys, values)`, each `[batch, heads,
+                source_length, head_dim]`, from `compute_key_value`.
             key_mask: boolean `[batch, 1, 1, source_length]`, True at real tokens.
 
         Returns:
             The output `[batch * group, d_model]`.
         """
         # [batch * group, d_model] -> [batch, group, heads, head_dim]
+        keys, values = key_value
         query_heads = ops.reshape(
-            self.query_dense(query), (ops.shape(key_value)[1], -1, self.num_heads, self.head_dim)
+            self.query_dense(query), (ops.shape(keys)[0], -1, self.num_heads, self.head_dim)
         )
         query_heads = query_heads * ops.cast(1.0 / math.sqrt(self.head_dim), query_heads.dtype)
         # scores: [batch, heads, group, source_length]
-        scores = ops.cast(ops.einsum("bghd,bhsd->bhgs", query_heads, key_value[0]), "float32")
-        if key_mask is not None:
-            scores = ops.where(key_mask, scores, ops.full_like(scores, -1e9))
-        weights = ops.exp(scores - ops.max(scores, axis=-1, keepdims=True))
-        weights = ops.cast(weights / ops.sum(weights, axis=-1, keepdims=True), self.compute_dtype)
+        scores = ops.einsum("bghd,bhsd->bhgs", query_heads, keys)
+        weights = self._position_softmax(scores, key_mask)
         # context: [batch, group, heads, head_dim] -> [batch * group, d_model]
-        context = ops.einsum("bhgs,bhsd->bghd", weights, key_value[1])
+        context = ops.einsum("bhgs,bhsd->bghd", weights, values)
         return self.output_dense(ops.reshape(context, (-1, self.d_model)))
 
     def _step_heads(self, x):
@@ -370,7 +438,7 @@ class MultiHeadAttention(keras.layers.Layer):
     def _attention(self, query, value, attention_mask, key_value, training):
         if key_value is not None:
             # Cross-attention over keys and values computed once (decoding),
-            # head-major: [2, batch, heads, key_length, head_dim].
+            # head-major: each [batch, heads, key_length, head_dim].
             query_heads = self._split_heads(self.query_dense(query))
             key_heads = ops.transpose(key_value[0], (0, 2, 1, 3))
             value_heads = ops.transpose(key_value[1], (0, 2, 1, 3))

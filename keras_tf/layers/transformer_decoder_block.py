@@ -4,6 +4,7 @@ import keras
 from keras import ops
 
 from keras_tf.layers.block_base import TransformerBlockBase
+from keras_tf.layers.cache_update import rows_by_positions
 from keras_tf.layers.masks import compute_attention_mask
 from keras_tf.layers.validation import check_last_dim
 
@@ -25,10 +26,10 @@ class TransformerDecoderBlock(TransformerBlockBase):
       cross-attention weights [batch, heads, target_length, source_length])`;
     - `call_with_cache(inputs, self_attention_cache, cache_index,
       cross_attention_cache)`, for incremental decoding, returns `(outputs,
-      self_attention_cache)`: the self-attention cache is `[2, max_length,
-      batch, heads, head_dim]`, the cross-attention keys and values
-      `[2, batch, heads, source_length, head_dim]` are computed once from
-      `memory` with `compute_cross_attention_cache`.
+      self_attention_cache)`: the self-attention cache comes from
+      `cache_update.new_cache`, the cross-attention keys and values
+      (each `[batch, heads, source_length, head_dim]`) are computed once
+      from `memory` with `compute_cross_attention_cache`.
     All three run one forward pass, `_forward`.
 
     Args:
@@ -122,7 +123,7 @@ class TransformerDecoderBlock(TransformerBlockBase):
 
         Args:
             inputs: the new tokens' states `[batch, new_length, d_model]`.
-            self_attention_cache: `[2, max_length, batch, heads, head_dim]`.
+            self_attention_cache: from `cache_update.new_cache`.
             cache_index: int32 scalar, the position of the first new token.
             cross_attention_cache: from `compute_cross_attention_cache(memory)`.
             memory_padding_mask: `[batch, source_length]`, True at real tokens.
@@ -163,10 +164,13 @@ class TransformerDecoderBlock(TransformerBlockBase):
         source tokens. `cross_attention_cache` may hold one row per group of
         rows of `x` (the beams of a source), as `MultiHeadAttention.step_with_key_value` says. The three sub-layers of `_forward`, without dropout.
         """
+        # The rows of a source (its beams) read their ancestors within their group.
+        cross_keys = cross_attention_cache[0]
+        sources = cross_keys.shape[0] or ops.shape(cross_keys)[0]
         x, cache = self._residual(
             x,
             lambda x: self.self_attention.step_with_cache(
-                x, self_attention_cache, cache_index, cache_rows=cache_rows
+                x, self_attention_cache, cache_index, cache_rows=cache_rows, sources=sources
             ),
             self.self_attention_dropout,
             self.self_attention_norm,
@@ -204,8 +208,7 @@ class TransformerDecoderBlock(TransformerBlockBase):
             )
         use_cache = self_attention_cache is not None
         # Self-attention keys: the whole cache while decoding, else the inputs.
-        # ([batch, max_length] of the position-major cache)
-        keys_like = ops.transpose(self_attention_cache[0, :, :, 0, 0]) if use_cache else inputs
+        keys_like = rows_by_positions(self_attention_cache) if use_cache else inputs
         self_attention_mask = compute_attention_mask(
             inputs,
             keys_like,
@@ -215,7 +218,7 @@ class TransformerDecoderBlock(TransformerBlockBase):
             cache_index=cache_index,
         )
         memory_like = (
-            cross_attention_cache[0, :, 0, :, 0] if memory is None else memory
+            cross_attention_cache[0][:, 0, :, 0] if memory is None else memory
         )
         cross_attention_mask = compute_attention_mask(
             inputs,

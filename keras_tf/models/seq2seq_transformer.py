@@ -5,7 +5,7 @@ import gc
 import keras
 from keras import ops
 
-from keras_tf.layers.cache_update import new_buffer
+from keras_tf.layers.cache_update import cache_shape, new_cache, position_axis
 from keras_tf.models.seq2seq_backbone import Seq2SeqBackbone
 
 # What `Seq2SeqTransformer.quantize` accepts: the `--quantize` choices of the CLI.
@@ -159,16 +159,20 @@ class Seq2SeqTransformer(Seq2SeqBackbone):
 
     def _cache_inputs(self, name):
         c = self.config
-        # One tensor per decoder block, keys and values stacked: [2, ...,
-        # head_dim] (self-attention: [2, length, batch, heads, head_dim];
-        # cross-attention: [2, batch, heads, source_length, head_dim]). A
-        # tensor of all blocks would be sliced and re-stacked (two copies of
-        # the whole cache) at every step.
+        # One (keys, values) pair per decoder block. One tensor of all
+        # blocks, or keys and values stacked, would be sliced (copied) at
+        # every step. The self-attention cache's layout is the current one
+        # (`cache_update.cache_shape`); cross-attention keys and values are
+        # [batch, heads, source_length, head_dim].
+        if name == "self_attention_cache":
+            shape = cache_shape(None, None, c.num_heads, c.head_dim)
+        else:
+            shape = (None, c.num_heads, None, c.head_dim)
         return [
-            keras.Input(
-                batch_shape=(2, None, None, None, c.head_dim),
-                dtype=self.compute_dtype,
-                name=f"{name}_{i}",
+            tuple(
+                keras.Input(batch_shape=shape, dtype=self.compute_dtype,
+                            name=f"{name}_{i}_{part}")
+                for part in ("keys", "values")
             )
             for i in range(c.num_decoder_layers)
         ]
@@ -185,8 +189,7 @@ class Seq2SeqTransformer(Seq2SeqBackbone):
             decoder_tokens: int32 `[batch, T]`, the new tokens (T = 1 when decoding).
             encoder_tokens: int32 `[batch, S]`, for the source padding mask.
             cross_attention_cache: from `cross_attention_cache`.
-            self_attention_cache: a list with one `[2, max_length, batch,
-                heads, head_dim]` tensor per decoder block
+            self_attention_cache: a list with one cache per decoder block
                 (`init_self_attention_cache`).
             cache_index: int32 scalar, position of the first new token.
 
@@ -208,6 +211,9 @@ class Seq2SeqTransformer(Seq2SeqBackbone):
 
     def _decoder_step_model(self, with_cache_rows):
         name = "beam_decoder_step" if with_cache_rows else "decoder_step"
+        # One model per cache layout (`cache_update`): the export without XLA
+        # traces its own, over position-major caches.
+        name += "" if position_axis() == 2 else "_position_major"
         if name not in self._submodels:
             inputs = {
                 "decoder_tokens": keras.Input((None,), dtype="int32", name="decoder_tokens"),
@@ -251,14 +257,16 @@ class Seq2SeqTransformer(Seq2SeqBackbone):
         return self._submodels["attention_probe"]
 
     def init_self_attention_cache(self, batch_size, max_length):
-        """Empty caches for `decoder_step`: one `[2, max_length, batch, heads, head_dim]` per block.
+        """Empty caches for `decoder_step`, one per block (`keras_tf.layers.cache_update.new_cache`).
 
-        Zeros (`keras_tf.layers.cache_update.new_buffer`: inside
-        `in_place_writes()`, buffers that the loop may write in place).
+        Pairs `(keys, values)` of zeros, head-first `[heads, batch,
+        max_length, head_dim]`; inside `in_place_writes()` (the export
+        without XLA) position-major `[max_length, batch, heads, head_dim]`
+        buffers that the loop may write in place.
         """
         c = self.config
         return [
-            new_buffer((2, max_length, batch_size, c.num_heads, c.head_dim), self.compute_dtype)
+            new_cache(batch_size, max_length, c.num_heads, c.head_dim, self.compute_dtype)
             for _ in range(c.num_decoder_layers)
         ]
 

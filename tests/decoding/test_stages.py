@@ -8,7 +8,7 @@ from keras import ops
 from keras_tf.decoding import beam_search, generate, greedy_search, stages, tile_beams
 from keras_tf.decoding.generate import compiled_functions, make_step_fn
 from keras_tf.decoding.stages import cache_lengths, grow_self_attention_cache
-from keras_tf.layers.cache_update import update_at
+from keras_tf.layers.cache_update import new_cache, position_axis, write_position
 from keras_tf.models import END_ID, Seq2SeqTransformer, get_preset
 from tests.decoding.conftest import random_sources
 
@@ -23,8 +23,8 @@ def _short_first_cache_stage(monkeypatch):
 
 
 def reorder_rows(cache, rows):
-    """`beam_search`'s reorder for position-major caches: every leaf gathered along its rows."""
-    return [ops.take(leaf, rows, axis=2) for leaf in cache]
+    """`beam_search`'s reorder for self-attention caches: every leaf gathered along its rows (axis 1)."""
+    return keras.tree.map_structure(lambda leaf: ops.take(leaf, rows, axis=1), cache)
 
 
 def counting_step_fn(seen_lengths, calls=None):
@@ -37,12 +37,13 @@ def counting_step_fn(seen_lengths, calls=None):
     def step_fn(tokens, cache, index):
         if calls is not None:
             calls.append(1)
-        (leaf,) = cache  # position-major: [2, length, rows, 1, 1]
-        seen_lengths.add(leaf.shape[1])
-        leaf = update_at(leaf, index, ops.ones((2, 1, leaf.shape[2], 1, 1)), axis=1)
-        count = ops.cast(ops.sum(leaf[0], axis=(0, 2, 3)), "int32")  # [rows]
+        (keys, values) = cache[0]  # new_cache(rows, length, 1, 1): rows on axis 1 in either layout
+        seen_lengths.add(keys.shape[position_axis()])
+        ones = ops.ones((keys.shape[1], 1, 1))
+        keys, values = write_position((keys, values), index, (ones, ones))
+        count = ops.cast(ops.sum(keys, axis=(0, 2, 3)), "int32")  # [rows]
         logits = ops.one_hot(4 + count, VOCABULARY) * 10.0
-        return logits, [leaf]
+        return logits, [(keys, values)]
 
     return step_fn
 
@@ -61,7 +62,7 @@ def test_greedy_and_beam_keep_the_cache_across_stages():
     for search, extra in ((greedy_search, {}), (beam_search, {"beam_size": 3})):
         seen = set()
         rows = 2 * extra.get("beam_size", 1)
-        cache = [ops.zeros((2, cache_lengths(MAX_LENGTH)[0], rows, 1, 1))]
+        cache = [new_cache(rows, cache_lengths(MAX_LENGTH)[0], 1, 1, "float32")]
         if search is beam_search:
             extra["reorder_cache"] = reorder_rows
         tokens, _ = search(counting_step_fn(seen), cache, 2, MAX_LENGTH, end_id=None,
@@ -81,7 +82,7 @@ def test_no_step_runs_after_every_sequence_ended():
         return ops.where(ops.equal(index, 3), ops.one_hot(ops.full((2,), END_ID), VOCABULARY),
                          logits), cache
 
-    cache = [ops.zeros((2, 16, 2, 1, 1))]
+    cache = [new_cache(2, 16, 1, 1, "float32")]
     tokens, _ = greedy_search(step_fn, cache, 2, MAX_LENGTH, grow_cache=grow_self_attention_cache)
     np.testing.assert_array_equal(ops.convert_to_numpy(tokens)[0, :5], [5, 6, 7, END_ID, 0])
     if keras.backend.backend() == "tensorflow":  # eager: one call per step that ran
@@ -110,7 +111,7 @@ def test_generate_traces_once_and_equals_one_fixed_cache_reordered_by_gather():
     beam = generate(model, sources, max_length=MAX_LENGTH, method="beam", beam_size=3,
                     end_id=None, return_all_beams=True)
     fixed_tokens, fixed_scores = beam_search(
-        make_step_fn(model, tile_beams(encoder_tokens, 3), tile_beams(cross, 3, axis=1)),
+        make_step_fn(model, tile_beams(encoder_tokens, 3), tile_beams(cross, 3)),
         model.init_self_attention_cache(9, MAX_LENGTH), 3, MAX_LENGTH, beam_size=3, end_id=None,
         reorder_cache=reorder_rows,
     )

@@ -3,6 +3,7 @@ import numpy as np
 import pytest
 
 from keras_tf.layers import MultiHeadAttention, compute_attention_mask
+from keras_tf.layers.cache_update import new_cache
 from tests.helpers import copy_attention_weights, run_layer_checks, to_numpy
 
 D_MODEL, HEADS = 16, 4
@@ -109,8 +110,7 @@ def test_cache_gives_the_same_outputs_as_the_full_sequence():
     layer = MultiHeadAttention(HEADS, D_MODEL)
     x = np.random.rand(2, 5, D_MODEL).astype("float32")
     full = to_numpy(layer(x, attention_mask=compute_attention_mask(x, x, causal=True)))
-    # position-major: [2, length, batch, heads, head_dim]
-    cache = keras.ops.zeros((2, 5, 2, HEADS, D_MODEL // HEADS))
+    cache = new_cache(2, 5, HEADS, D_MODEL // HEADS, "float32")
     step_cache = cache
     for t in range(5):
         step = x[:, t : t + 1]
@@ -120,7 +120,8 @@ def test_cache_gives_the_same_outputs_as_the_full_sequence():
         # One token on [batch, d_model] states: the same outputs and cache.
         step_out, step_cache = layer.step_with_cache(x[:, t], step_cache, t)
         np.testing.assert_allclose(to_numpy(step_out), full[:, t], atol=1e-5)
-        np.testing.assert_allclose(to_numpy(step_cache), to_numpy(cache), atol=1e-6)
+        for step_part, part in zip(step_cache, cache):
+            np.testing.assert_allclose(to_numpy(step_part), to_numpy(part), atol=1e-6)
 
 
 def test_one_token_cross_attention_equals_the_full_pass():
@@ -131,7 +132,7 @@ def test_one_token_cross_attention_equals_the_full_pass():
     mask = compute_attention_mask(x, memory, key_padding_mask=real)
     full = to_numpy(layer(x, memory, attention_mask=mask))
     key_value = layer.compute_key_value(memory)
-    assert tuple(key_value.shape) == (2, 3, HEADS, 6, D_MODEL // HEADS)
+    assert [tuple(t.shape) for t in key_value] == [(3, HEADS, 6, D_MODEL // HEADS)] * 2
     for t in range(4):
         out = layer.step_with_key_value(x[:, t], key_value, real[:, None, None, :])
         np.testing.assert_allclose(to_numpy(out), full[:, t], atol=1e-5)
@@ -173,3 +174,30 @@ def test_layer_checks(tmp_path):
         np.random.rand(2, 4, 8).astype("float32"),
         tmp_path=tmp_path,
     )
+
+
+def test_one_token_over_ancestor_rows_equals_attention_over_the_gathered_cache():
+    """Row r reads position t from row cache_rows[r, t] of its group (beam search's ancestors)."""
+    layer = MultiHeadAttention(HEADS, D_MODEL)
+    sources, group, length, index = 2, 3, 5, 3
+    rows, head_dim = sources * group, D_MODEL // HEADS
+    layer.build((rows, 1, D_MODEL))
+    rng = np.random.default_rng(0)
+    cache = new_cache(rows, length, HEADS, head_dim, "float32")
+    cache = tuple(keras.ops.convert_to_tensor(rng.random(tuple(t.shape)), "float32") for t in cache)
+    # Ancestors among the rows of the same source; the new position is the row's own.
+    cache_rows = (np.arange(rows) // group * group)[:, None] + rng.integers(0, group, (rows, length))
+    cache_rows[:, index] = np.arange(rows)
+    query = rng.random((rows, D_MODEL)).astype("float32")
+    out, written = layer.step_with_cache(query, cache, index, cache_rows=cache_rows,
+                                         sources=sources)
+    # The reference: every row's ancestors copied into it, then no table.
+    gathered = tuple(to_numpy(t)[:, cache_rows, np.arange(length)[None, :]] for t in written)
+    expected, _ = layer.step_with_cache(query, gathered, index)
+    np.testing.assert_allclose(to_numpy(out), to_numpy(expected), atol=1e-5)
+    # Without `sources`, all rows form one group: the same result.
+    one_group, _ = layer.step_with_cache(query, cache, index, cache_rows=cache_rows)
+    np.testing.assert_allclose(to_numpy(one_group), to_numpy(expected), atol=1e-5)
+    # The table matters: reading the own rows differs.
+    own, _ = layer.step_with_cache(query, cache, index)
+    assert np.abs(to_numpy(own) - to_numpy(expected)).max() > 1e-3

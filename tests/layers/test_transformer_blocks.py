@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from keras_tf.layers import TransformerDecoderBlock, TransformerEncoderBlock
+from keras_tf.layers.cache_update import new_cache
 from tests.helpers import copy_attention_weights, run_layer_checks, to_numpy
 
 D_MODEL, HEADS, D_FF = 16, 4, 32
@@ -125,8 +126,7 @@ def test_decoder_cache_matches_full_pass():
     memory = np.random.rand(2, 3, D_MODEL).astype("float32")
     full = to_numpy(block(y, memory))
     cross = block.compute_cross_attention_cache(memory)
-    # position-major: [2, length, batch, heads, head_dim]
-    cache = keras.ops.zeros((2, 5, 2, HEADS, HEAD_DIM))
+    cache = new_cache(2, 5, HEADS, HEAD_DIM, "float32")
     # Two tokens at once (the general path), then one at a time (`step`).
     out, cache = block.call_with_cache(y[:, :2], cache, 0, cross)
     np.testing.assert_allclose(to_numpy(out), full[:, :2], atol=1e-5)
