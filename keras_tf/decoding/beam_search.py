@@ -121,6 +121,7 @@ def beam_search(
     length_penalty_style="gnmt",
     grow_cache=None,
     reorder_cache=None,
+    first_cache_length=None,
 ):
     """Find the beam_size most probable sequences, length-normalised, per batch entry.
 
@@ -142,6 +143,8 @@ def beam_search(
         reorder_cache: `(cache, rows) -> cache` where row i of the new order
             continues the hypothesis of row `rows[i]`, int32 `[batch*beam]`.
             Defaults to gathering every leaf along its first axis.
+        first_cache_length: the length of `initial_cache` when it grows.
+            Defaults to `stages.FIRST_CACHE_LENGTH`.
 
     Returns:
         `(tokens, scores)`: int32 `[batch, beam, max_length]`, the finished
@@ -254,5 +257,6 @@ def beam_search(
          finished_tokens, finished_scores, finished_flags, done, initial_cache),
         max_length,
         grow_cache,
+        first_cache_length,
     )
     return outputs[4], outputs[5]

@@ -26,7 +26,7 @@ from keras_tf.decoding.compile import xla_compile
 from keras_tf.decoding.config import DecodingConfig
 from keras_tf.decoding.greedy import exclude_unpickable, greedy_search
 from keras_tf.decoding.sampling import sample_search
-from keras_tf.decoding.stages import cache_lengths, grow_self_attention_cache
+from keras_tf.decoding.stages import cache_lengths, first_cache_length, grow_self_attention_cache
 from keras_tf.layers.cache_update import update_at
 from keras_tf.layers.multi_head_attention import fused_step_projections
 from keras_tf.buckets import source_bucket, source_buckets  # noqa: F401  (re-exported by keras_tf.decoding)
@@ -148,14 +148,16 @@ def _decode_ids(model, encoder_tokens, decoding, seed_generator):
     # memory: [batch, S, d_model]; the padding mask comes from encoder_tokens
     # in every step.
     memory = model.encoder(encoder_tokens)
-    # cross: one [2, batch, heads, S, head_dim] per decoder block
+    # cross: one (keys, values) pair, each [batch, heads, S, head_dim], per decoder block
     cross = model.cross_attention_cache(memory)
     # The self-attention cache starts at the first of `cache_lengths` and
-    # grows between the loop's stages (`stages.py`).
-    loop_kwargs = dict(start_id=START_ID, end_id=s.end_id, pad_id=PAD_ID)
-    first_length = cache_lengths(s.max_length)[0]
+    # grows between the loop's stages (`stages.py`); shorter first at large batches.
+    rows = batch_size * s.beam_size if s.method == "beam" else batch_size
+    first = first_cache_length(rows)
+    first_length = cache_lengths(s.max_length, first)[0]
+    loop_kwargs = dict(start_id=START_ID, end_id=s.end_id, pad_id=PAD_ID,
+                       first_cache_length=first)
     if s.method == "beam":
-        rows = batch_size * s.beam_size
         # The beams of a source share its cross-attention keys and values
         # (`MultiHeadAttention.step_with_key_value`): not tiled.
         step_fn = make_beam_step_fn(model, encoder_tokens, cross)

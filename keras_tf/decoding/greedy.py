@@ -53,6 +53,7 @@ def decode_token_by_token(
     end_id=END_ID,
     pad_id=PAD_ID,
     grow_cache=None,
+    first_cache_length=None,
 ):
     """Pick one token per step with `pick_fn` until every sequence has ended.
 
@@ -69,6 +70,8 @@ def decode_token_by_token(
         pad_id: what follows the end token in the output.
         grow_cache: `(cache, length) -> cache`, to run in stages over a
             growing cache (`stages.py`); None keeps `initial_cache` as it is.
+        first_cache_length: the length of `initial_cache` when it grows.
+            Defaults to `stages.FIRST_CACHE_LENGTH`.
 
     Returns:
         `(tokens, scores)`: int32 `[batch, max_length]`, the generated tokens
@@ -115,7 +118,8 @@ def decode_token_by_token(
         return index + 1, tokens, picked[:, None], finished, scores, cache
 
     _, tokens, _, _, scores, _ = staged_while_loop(
-        cond, body, (index, tokens, last, finished, scores, initial_cache), max_length, grow_cache
+        cond, body, (index, tokens, last, finished, scores, initial_cache), max_length, grow_cache,
+        first_cache_length,
     )
     return tokens, scores
 
@@ -129,6 +133,7 @@ def greedy_search(
     end_id=END_ID,
     pad_id=PAD_ID,
     grow_cache=None,
+    first_cache_length=None,
 ):
     """Greedy decoding: the most probable token (other than padding and start) at every step.
 
@@ -143,6 +148,8 @@ def greedy_search(
         pad_id: what follows the end token. Defaults to `PAD_ID`.
         grow_cache: `(cache, length) -> cache`: run in stages over a growing
             cache (`stages.py`). Defaults to None, one fixed cache.
+        first_cache_length: the length of `initial_cache` when it grows.
+            Defaults to `stages.FIRST_CACHE_LENGTH`.
 
     Returns:
         `(tokens [batch, max_length] int32, scores [batch] float32)`, the
@@ -165,4 +172,5 @@ def greedy_search(
     return decode_token_by_token(
         step_fn, initial_cache, batch_size, max_length, argmax,
         start_id=start_id, end_id=end_id, pad_id=pad_id, grow_cache=grow_cache,
+        first_cache_length=first_cache_length,
     )

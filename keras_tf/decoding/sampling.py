@@ -59,6 +59,7 @@ def sample_search(
     end_id=END_ID,
     pad_id=PAD_ID,
     grow_cache=None,
+    first_cache_length=None,
 ):
     """Sample each token from the model's distribution, restricted by top-k and/or top-p.
 
@@ -74,7 +75,8 @@ def sample_search(
             probability reaches p. Defaults to None (all). With `top_k`
             too, the nucleus is taken within the top k.
         temperature: divides the logits first. Defaults to 1.
-        start_id, end_id, pad_id, grow_cache: as in `greedy_search`.
+        start_id, end_id, pad_id, grow_cache, first_cache_length: as in
+            `greedy_search`.
 
     Returns:
         `(tokens [batch, max_length] int32, scores [batch] float32)`, the
@@ -114,4 +116,5 @@ def sample_search(
     return decode_token_by_token(
         step_fn, initial_cache, batch_size, max_length, pick,
         start_id=start_id, end_id=end_id, pad_id=pad_id, grow_cache=grow_cache,
+        first_cache_length=first_cache_length,
     )

@@ -12,8 +12,13 @@ of each stage, so later stages run no step once it holds.
 
 The first length is `FIRST_CACHE_LENGTH`. Each stage is one more copy of
 the decoder in the XLA program (compile time), and below 64 positions the
-reads saved are small next to the rest of a step; the decoding tests set
-it to 16 so that their short sequences cross stages.
+reads saved are small next to the rest of a step, up to a few dozen rows.
+From `LARGE_BATCH_ROWS` rows on, reading the caches is a large part of a
+step (bench-small, 64 rows: 38 % of it, `benchmarks/decode_profile.py`),
+and `first_cache_length` starts at 32: 5-6 % more tokens per second at
+batch 64 for greedy and beam 4, for about 1 s more compile time. The
+decoding tests set `FIRST_CACHE_LENGTH` to 16 so that their short sequences
+cross stages.
 
 Padding a cache with zeros changes no result: positions at or after the
 current step are masked out of the attention (`compute_attention_mask`).
@@ -26,6 +31,19 @@ from keras_tf.layers.cache_update import position_axis
 
 
 FIRST_CACHE_LENGTH = 64
+LARGE_BATCH_ROWS = 64
+
+
+def first_cache_length(rows):
+    """The cache length of the first stage for `rows` rows a step (a Python int, or a tensor when unknown).
+
+    Example:
+        >>> first_cache_length(8), first_cache_length(256)
+        (64, 32)
+    """
+    if isinstance(rows, int) and rows >= LARGE_BATCH_ROWS:
+        return min(FIRST_CACHE_LENGTH, 32)
+    return FIRST_CACHE_LENGTH
 
 
 def cache_lengths(max_length, first=None):
@@ -59,7 +77,7 @@ def grow_self_attention_cache(cache, length):
     return tree.map_structure(grow, cache)
 
 
-def staged_while_loop(cond, body, state, max_length, grow_cache=None):
+def staged_while_loop(cond, body, state, max_length, grow_cache=None, first_cache_length=None):
     """`ops.while_loop(cond, body, state, maximum_iterations=max_length)`, with a growing cache.
 
     Args:
@@ -68,8 +86,11 @@ def staged_while_loop(cond, body, state, max_length, grow_cache=None):
             and whose last item is the cache.
         max_length: the number of steps at most.
         grow_cache: `(cache, length) -> cache` padded to `length` positions,
-            with the initial cache holding `cache_lengths(max_length)[0]`;
-            None runs one loop over a cache that holds `max_length`.
+            with the initial cache holding `cache_lengths(max_length,
+            first_cache_length)[0]`; None runs one loop over a cache that
+            holds `max_length`.
+        first_cache_length: the first stage's length. Defaults to
+            `FIRST_CACHE_LENGTH`.
 
     Returns:
         The final state.
@@ -77,7 +98,7 @@ def staged_while_loop(cond, body, state, max_length, grow_cache=None):
     if grow_cache is None:
         return ops.while_loop(cond, body, state, maximum_iterations=max_length)
     start = 0
-    for length in cache_lengths(max_length):
+    for length in cache_lengths(max_length, first_cache_length):
         if start:
             state = tuple(state[:-1]) + (grow_cache(state[-1], length),)
         # The step at index i writes position i: this stage runs steps start .. length - 1.
