@@ -85,7 +85,8 @@ def tile_beams(x, beam_size, axis=0):
     """Repeat each batch row `beam_size` times: `[batch, ...]` -> `[batch * beam_size, ...]`.
 
     `x` may be a tensor or a nested structure of tensors (a per-layer cache);
-    `axis` is its batch axis (2 for the position-major caches).
+    `axis` is its batch axis (0 for cross-attention keys and values, 1 for
+    self-attention caches).
     """
     return tree.map_structure(lambda t: ops.repeat(t, beam_size, axis=axis), x)
 

@@ -64,11 +64,11 @@ class MultiHeadAttention(keras.layers.Layer):
     - `call_with_attention_scores` returns `(output, weights)`;
     - `call_with_cache` (incremental decoding) returns `(output, cache)`: the
       keys and values of the new tokens are written into a fixed-size cache
-      (keys at index 0, values at 1; `cache_update.new_cache`: head-first
-      `[2, num_heads, batch, max_length, head_dim]`, or position-major
-      `[2, max_length, batch, num_heads, head_dim]` in the export without
-      XLA) at `cache_index`, and attention runs over the whole cache (the
-      causal mask hides the unfilled part).
+      `(keys, values)` (`cache_update.new_cache`: each head-first `[num_heads,
+      batch, max_length, head_dim]`, or position-major `[max_length, batch,
+      num_heads, head_dim]` in the export without XLA) at `cache_index`, and
+      attention runs over the whole cache (the causal mask hides the unfilled
+      part).
     Cross-attention reuses keys and values computed once from the encoder
     output (`compute_key_value`: keys and values, each `[batch, heads,
     key_length, head_dim]`) through the `key_value` argument.

@@ -369,8 +369,8 @@ class Seq2SeqBackbone(TokenMeanLossTracking, keras.Model):
     def cross_attention_cache(self):
         """Functional model: memory → keys and values of every decoder block's cross-attention.
 
-        Output: a list with one `[2, batch, heads, S, head_dim]` tensor per
-        decoder block, computed once per source batch.
+        Output: a list with one `(keys, values)` pair per decoder block, each
+        `[batch, heads, S, head_dim]`, computed once per source batch.
         """
         if "cross_attention_cache" not in self._submodels:
             memory = keras.Input((None, self.config.d_model), name="memory")
