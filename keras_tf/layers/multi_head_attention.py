@@ -320,9 +320,9 @@ class MultiHeadAttention(keras.layers.Layer):
 
         query_heads: `[rows, heads, head_dim]`; cache: `(keys, values)`,
         each `[heads, rows, length, head_dim]`, positions after `cache_index`
-        masked. Each (head,
-        row) attends with two batched matrix products. With `cache_rows`, the
-        query of row r is multiplied with the keys of every row of its group
+        masked. Each (head, row) attends with two batched matrix products.
+        With `cache_rows`, the query of row r is multiplied with the keys of
+        every row of its group
         (a `[group, head_dim] × [head_dim, group · length]` product per source
         and head), and a one-hot table of ancestors picks, at each position,
         the score of the row that holds it; the weights are spread back the
