@@ -164,9 +164,10 @@ class TransformerDecoderBlock(TransformerBlockBase):
         source tokens. `cross_attention_cache` may hold one row per group of
         rows of `x` (the beams of a source), as `MultiHeadAttention.step_with_key_value` says. The three sub-layers of `_forward`, without dropout.
         """
-        # The rows of a source (its beams) read their ancestors within their group.
-        cross_keys = cross_attention_cache[0]
-        sources = cross_keys.shape[0] or ops.shape(cross_keys)[0]
+        # The rows of a source (its beams) read their ancestors within their
+        # group. Static where known (XLA, eager); the export without XLA, where
+        # the batch is unknown, reads ancestors by gathering and needs no groups.
+        sources = cross_attention_cache[0].shape[0]
         x, cache = self._residual(
             x,
             lambda x: self.self_attention.step_with_cache(
