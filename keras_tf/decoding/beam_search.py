@@ -39,7 +39,7 @@ from keras import tree
 
 from keras_tf.decoding.greedy import check_max_length, exclude_unpickable
 from keras_tf.decoding.stages import staged_while_loop
-from keras_tf.layers.cache_update import update_at
+from keras_tf.layers.cache_update import take_along_rows, update_at
 from keras_tf.special_tokens import END_ID, PAD_ID, START_ID
 
 # Finite, so that sums and differences of masked scores stay finite.
@@ -94,12 +94,6 @@ def tile_beams(x, beam_size, axis=0):
 def reorder_every_leaf(cache, rows):
     """Every leaf of `cache` gathered along its first axis at `rows`."""
     return tree.map_structure(lambda x: ops.take(x, rows, axis=0), cache)
-
-
-def _gather_beams(x, indices):
-    # x: [batch, n, ...]; indices: [batch, m] -> [batch, m, ...]
-    indices = ops.reshape(indices, tuple(ops.shape(indices)) + (1,) * (len(x.shape) - 2))
-    return ops.take_along_axis(x, indices, axis=1)
 
 
 def check_beam_size(beam_size):
@@ -207,7 +201,7 @@ def beam_search(
         top_indices = ops.cast(top_indices, "int32")
         top_parents = top_indices // vocabulary_size
         top_new_tokens = top_indices % vocabulary_size
-        top_tokens = _gather_beams(alive_tokens, top_parents)
+        top_tokens = take_along_rows(alive_tokens, top_parents)
         top_tokens = update_at(top_tokens, index, top_new_tokens[:, :, None], axis=2)
         if end_id is None:
             ends = ops.zeros_like(top_new_tokens, dtype="bool")
@@ -218,11 +212,11 @@ def beam_search(
         # New alive set: the beam best extensions that did not end.
         alive_candidates = ops.where(ends, _NEG_INF, top_log_probs)
         alive_log_probs, alive_positions = ops.top_k(alive_candidates, k=beam, sorted=True)
-        alive_tokens = _gather_beams(top_tokens, alive_positions)
-        alive_new_tokens = ops.take_along_axis(top_new_tokens, alive_positions, axis=1)
+        alive_tokens = take_along_rows(top_tokens, alive_positions)
+        alive_new_tokens = take_along_rows(top_new_tokens, alive_positions)
         last = ops.reshape(alive_new_tokens, (batch * beam, 1))
         # Reorder the cache rows to follow their hypotheses: [batch * beam].
-        parents = ops.take_along_axis(top_parents, alive_positions, axis=1)
+        parents = take_along_rows(top_parents, alive_positions)
         rows = ops.reshape(parents + ops.arange(batch, dtype="int32")[:, None] * beam, (-1,))
         cache = reorder_cache(cache, rows)
 
@@ -237,8 +231,8 @@ def beam_search(
         flags = ops.concatenate([finished_flags, ends], axis=1)
         tokens = ops.concatenate([finished_tokens, top_tokens], axis=1)
         finished_scores, positions = ops.top_k(scores, k=beam, sorted=True)
-        finished_flags = ops.take_along_axis(flags, positions, axis=1)
-        finished_tokens = _gather_beams(tokens, positions)
+        finished_flags = take_along_rows(flags, positions)
+        finished_tokens = take_along_rows(tokens, positions)
 
         # Done: beam finished hypotheses, none worse than the best alive one
         # would score if it ended now, at index + 1 tokens.

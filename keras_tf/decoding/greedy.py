@@ -9,10 +9,11 @@ is float32 `[batch, vocabulary]` for the token at position `index + 1`.
 Decoding starts with `start_id` at position 0.
 """
 
+import numpy as np
 from keras import ops
 
 from keras_tf.decoding.stages import staged_while_loop
-from keras_tf.layers.cache_update import update_at, writes_in_place
+from keras_tf.layers.cache_update import take_along_rows, writes_in_place
 
 from keras_tf.special_tokens import END_ID, PAD_ID, START_ID
 
@@ -26,7 +27,7 @@ def check_max_length(max_length):
 
 
 def exclude_unpickable(logits, pad_id=PAD_ID, start_id=START_ID):
-    """Set the padding and start tokens' logits to a large negative number, so neither is picked.
+    """Lower the padding and start tokens' logits by a large number (1e9), so neither is picked.
 
     Padding means "no token" to the model's masks, so a generated padding id
     would be hidden from the following steps of an uncached pass but not
@@ -38,9 +39,17 @@ def exclude_unpickable(logits, pad_id=PAD_ID, start_id=START_ID):
     over the model's logits as they are, so a sequence's score stays its
     teacher-forced log-probability.
     """
-    ids = ops.arange(ops.shape(logits)[-1])
-    unpickable = ops.logical_or(ops.equal(ids, pad_id), ops.equal(ids, start_id))
-    return ops.where(unpickable[None, :], -1e9, logits)
+    vocabulary_size = logits.shape[-1]
+    if vocabulary_size is None:
+        ids = ops.arange(ops.shape(logits)[-1])
+        unpickable = ops.logical_or(ops.equal(ids, pad_id), ops.equal(ids, start_id))
+        return ops.where(unpickable[None, :], -1e9, logits)
+    # One add of a constant row: without XLA the graph executor runs every
+    # op of the loop at every step, and a `where` over [batch, vocabulary]
+    # costs twice an add.
+    penalty = np.zeros((vocabulary_size,), dtype="float32")
+    penalty[[pad_id, start_id]] = -1e9
+    return logits + ops.cast(penalty, logits.dtype)
 
 
 def decode_token_by_token(
@@ -86,6 +95,7 @@ def decode_token_by_token(
     finished = ops.zeros((batch_size,), dtype="bool")
     scores = ops.zeros((batch_size,), dtype="float32")
     index = ops.convert_to_tensor(0, dtype="int32")
+    positions = np.arange(max_length, dtype="int32")[None, :]
 
     def cond(index, tokens, last, finished, scores, cache):
         return ops.logical_not(ops.all(finished))
@@ -100,14 +110,16 @@ def decode_token_by_token(
         # computes it ((logit - max) - log Σ exp(logits - max)) but without a
         # [batch, vocabulary] log-softmax written out.
         top = ops.max(logits, axis=-1, keepdims=True)
-        picked_logits = ops.take_along_axis(logits, picked[:, None], axis=1)
+        picked_logits = take_along_rows(logits, picked[:, None])
         picked_log_probs = (picked_logits - top)[:, 0] - ops.log(
             ops.sum(ops.exp(logits - top), axis=-1)
         )
         # A finished sequence keeps its score and is padded from here on.
         picked = ops.where(finished, pad_id, picked)
         scores = scores + ops.where(finished, 0.0, picked_log_probs)
-        tokens = update_at(tokens, index, picked[:, None], axis=1)
+        # One select over the small [batch, max_length] buffer: a scatter
+        # builds its indices in about twenty ops at every step without XLA.
+        tokens = ops.where(ops.equal(positions, index), picked[:, None], tokens)
         if end_id is not None:
             finished = ops.logical_or(finished, ops.equal(picked, end_id))
         else:

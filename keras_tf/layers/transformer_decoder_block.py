@@ -138,8 +138,7 @@ class TransformerDecoderBlock(TransformerBlockBase):
             x = ops.reshape(inputs, (-1, self.d_model))
             key_mask = None
             if memory_padding_mask is not None:
-                # [batch, source_length] -> [batch, 1, 1, source_length]
-                key_mask = ops.cast(memory_padding_mask, "bool")[:, None, None, :]
+                key_mask = ops.cast(memory_padding_mask, "bool")
             x, cache = self.step(
                 x, self_attention_cache, cache_index, cross_attention_cache, key_mask, cache_rows
             )
@@ -160,9 +159,12 @@ class TransformerDecoderBlock(TransformerBlockBase):
              cache_rows=None):
         """One new token per row, `[batch, d_model]` in and out: `(outputs, updated cache)`.
 
-        `key_mask`: boolean `[batch, 1, 1, source_length]`, True at real
-        source tokens. `cross_attention_cache` may hold one row per group of
-        rows of `x` (the beams of a source), as `MultiHeadAttention.step_with_key_value` says. The three sub-layers of `_forward`, without dropout.
+        `key_mask`: boolean `[batch, source_length]`, True at real source
+        tokens. `cross_attention_cache` may hold one row per group of rows of
+        `x` (the beams of a source, which `cache_rows` is given for), as
+        `MultiHeadAttention.step_with_key_value` says. The three sub-layers of
+        `_forward`, without dropout, each LayerNorm on `[batch, d_model]`
+        states (`_step_norm`).
         """
         # The rows of a source (its beams) read their ancestors within their
         # group. Static where known (XLA, eager); the export without XLA, where
@@ -174,16 +176,20 @@ class TransformerDecoderBlock(TransformerBlockBase):
                 x, self_attention_cache, cache_index, cache_rows=cache_rows, sources=sources
             ),
             self.self_attention_dropout,
-            self.self_attention_norm,
+            _step_norm(self.self_attention_norm),
         )
+        # Without beams (`cache_rows` None) each row is its own source.
+        group = 1 if cache_rows is None else None
         x = self._residual(
             x,
-            lambda x: self.cross_attention.step_with_key_value(x, cross_attention_cache, key_mask),
+            lambda x: self.cross_attention.step_with_key_value(
+                x, cross_attention_cache, key_mask, group=group
+            ),
             self.cross_attention_dropout,
-            self.cross_attention_norm,
+            _step_norm(self.cross_attention_norm),
         )
         x = self._residual(
-            x, self.feed_forward, self.feed_forward_dropout, self.feed_forward_norm
+            x, self.feed_forward, self.feed_forward_dropout, _step_norm(self.feed_forward_norm)
         )
         return x, cache
 
@@ -280,3 +286,20 @@ class TransformerDecoderBlock(TransformerBlockBase):
 
     def compute_output_shape(self, inputs_shape, memory_shape=None):
         return tuple(inputs_shape)
+
+
+def _step_norm(norm):
+    """`norm` (a `LayerNormalization` over the last axis) on `[batch, d_model]` states.
+
+    Keras's own arithmetic (`ops.layer_normalization`) with the axis given
+    as 1: given as -1, Keras reshapes gamma and beta at every call, four
+    graph ops a decoding step per block without XLA.
+    """
+
+    def call(x):
+        outputs = ops.layer_normalization(
+            x, norm.gamma, norm.beta, axis=len(x.shape) - 1, epsilon=norm.epsilon
+        )
+        return ops.cast(outputs, norm.compute_dtype)
+
+    return call

@@ -134,7 +134,7 @@ def test_one_token_cross_attention_equals_the_full_pass():
     key_value = layer.compute_key_value(memory)
     assert [tuple(t.shape) for t in key_value] == [(3, HEADS, 6, D_MODEL // HEADS)] * 2
     for t in range(4):
-        out = layer.step_with_key_value(x[:, t], key_value, real[:, None, None, :])
+        out = layer.step_with_key_value(x[:, t], key_value, real)
         np.testing.assert_allclose(to_numpy(out), full[:, t], atol=1e-5)
 
 
@@ -149,7 +149,7 @@ def test_one_token_cross_attention_shares_a_sources_keys_among_its_group_of_rows
     mask = compute_attention_mask(queries, tiled_memory, key_padding_mask=tiled_real)
     full = to_numpy(layer(queries, tiled_memory, attention_mask=mask))[:, 0]
     shared = layer.step_with_key_value(
-        queries[:, 0], layer.compute_key_value(memory), real[:, None, None, :]
+        queries[:, 0], layer.compute_key_value(memory), real
     )
     np.testing.assert_allclose(to_numpy(shared), full, atol=1e-5)
     # A source's rows differ from each other: the test is not of one repeated row.
