@@ -63,6 +63,7 @@ def decode_token_by_token(
     pad_id=PAD_ID,
     grow_cache=None,
     first_cache_length=None,
+    most_probable=False,
 ):
     """Pick one token per step with `pick_fn` until every sequence has ended.
 
@@ -81,6 +82,9 @@ def decode_token_by_token(
             growing cache (`stages.py`); None keeps `initial_cache` as it is.
         first_cache_length: the length of `initial_cache` when it grows.
             Defaults to `stages.FIRST_CACHE_LENGTH`.
+        most_probable: True when `pick_fn` picks the most probable pickable
+            token (greedy search). Its probability is then far from
+            float32's underflow, and its log is taken of one softmax.
 
     Returns:
         `(tokens, scores)`: int32 `[batch, max_length]`, the generated tokens
@@ -106,14 +110,22 @@ def decode_token_by_token(
         picked = ops.cast(
             pick_fn(exclude_unpickable(logits, pad_id, start_id), index), "int32"
         )
-        # log p(picked), the one log-probability needed, as log-softmax
-        # computes it ((logit - max) - log Σ exp(logits - max)) but without a
-        # [batch, vocabulary] log-softmax written out.
-        top = ops.max(logits, axis=-1, keepdims=True)
-        picked_logits = take_along_rows(logits, picked[:, None])
-        picked_log_probs = (picked_logits - top)[:, 0] - ops.log(
-            ops.sum(ops.exp(logits - top), axis=-1)
-        )
+        if most_probable:
+            # One softmax op (a single pass over [batch, vocabulary] without
+            # XLA, where the formula below is four) and the log of one entry.
+            probs = ops.softmax(logits, axis=-1)
+            picked_log_probs = ops.log(take_along_rows(probs, picked[:, None])[:, 0])
+        else:
+            # log p(picked), the one log-probability needed, as log-softmax
+            # computes it ((logit - max) - log Σ exp(logits - max)) but without
+            # a [batch, vocabulary] log-softmax written out: a token sampled
+            # far down the distribution has a probability that float32 would
+            # round to 0.
+            top = ops.max(logits, axis=-1, keepdims=True)
+            picked_logits = take_along_rows(logits, picked[:, None])
+            picked_log_probs = (picked_logits - top)[:, 0] - ops.log(
+                ops.sum(ops.exp(logits - top), axis=-1)
+            )
         # A finished sequence keeps its score and is padded from here on.
         picked = ops.where(finished, pad_id, picked)
         scores = scores + ops.where(finished, 0.0, picked_log_probs)
@@ -195,5 +207,5 @@ def greedy_search(
     return decode_token_by_token(
         step_fn, initial_cache, batch_size, max_length, argmax,
         start_id=start_id, end_id=end_id, pad_id=pad_id, grow_cache=grow_cache,
-        first_cache_length=first_cache_length,
+        first_cache_length=first_cache_length, most_probable=True,
     )
