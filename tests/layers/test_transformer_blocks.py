@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from keras_tf.layers import TransformerDecoderBlock, TransformerEncoderBlock
-from keras_tf.layers.cache_update import new_cache
+from keras_tf.layers.cache_update import in_place_writes, new_cache
 from tests.helpers import copy_attention_weights, run_layer_checks, to_numpy
 
 D_MODEL, HEADS, D_FF = 16, 4, 32
@@ -133,6 +133,28 @@ def test_decoder_cache_matches_full_pass():
     for t in range(2, 5):
         out, cache = block.call_with_cache(y[:, t : t + 1], cache, t, cross)
         np.testing.assert_allclose(to_numpy(out)[:, 0], full[:, t], atol=1e-5)
+
+
+@pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="the export's forms are TensorFlow's")
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_decoder_step_in_the_exports_forms_matches_full_pass(norm_first):
+    """Inside `in_place_writes()`: position-major caches written in place, cross-attention of one row per source, LayerNorm in nine ops."""
+    block = TransformerDecoderBlock(D_MODEL, HEADS, D_FF, dropout=0.0, norm_first=norm_first)
+    y = np.random.rand(2, 4, D_MODEL).astype("float32")
+    memory = np.random.rand(2, 3, D_MODEL).astype("float32")
+    real = np.array([[True, True, True], [True, False, False]])
+    full = to_numpy(block(y, memory, memory_padding_mask=real))
+    cross = block.compute_cross_attention_cache(memory)
+    with in_place_writes():
+        cache = new_cache(2, 4, HEADS, HEAD_DIM, "float32")
+        assert tuple(cache[0].shape) == (4, 2, HEADS, HEAD_DIM)
+        for t in range(4):
+            out, cache = block.call_with_cache(y[:, t : t + 1], cache, t, cross,
+                                               memory_padding_mask=real)
+            np.testing.assert_allclose(to_numpy(out)[:, 0], full[:, t], atol=1e-5)
+    # The padding is read: the second row differs from its unpadded pass.
+    unpadded = to_numpy(block(y, memory))
+    assert np.abs(unpadded[1] - full[1]).max() > 1e-3
 
 
 def test_decoder_without_memory_raises():
