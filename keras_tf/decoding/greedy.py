@@ -144,6 +144,11 @@ def decode_token_by_token(
     _, tokens, _, _, scores, _ = staged_while_loop(
         cond, body, (index, tokens, last, finished, scores, initial_cache), max_length, grow_cache,
         first_cache_length,
+        # Without XLA, two steps per iteration: the graph executor runs the
+        # loop's control nodes (four per loop variable) and the body's
+        # constants once per iteration (one sentence 16.2 -> 15.4 ms,
+        # transformer_small). A step after every sequence has ended pads.
+        steps_per_iteration=2 if writes_in_place() else 1,
     )
     return tokens, scores
 

@@ -77,7 +77,8 @@ def grow_self_attention_cache(cache, length):
     return tree.map_structure(grow, cache)
 
 
-def staged_while_loop(cond, body, state, max_length, grow_cache=None, first_cache_length=None):
+def staged_while_loop(cond, body, state, max_length, grow_cache=None, first_cache_length=None,
+                      steps_per_iteration=1):
     """`ops.while_loop(cond, body, state, maximum_iterations=max_length)`, with a growing cache.
 
     Args:
@@ -91,12 +92,18 @@ def staged_while_loop(cond, body, state, max_length, grow_cache=None, first_cach
             holds `max_length`.
         first_cache_length: the first stage's length. Defaults to
             `FIRST_CACHE_LENGTH`.
+        steps_per_iteration: calls of `body` per iteration of the while
+            loop, `cond` checked before each iteration; the steps of a stage
+            that do not fill an iteration run in a loop of one step per
+            iteration. `body` called once `cond` is false must change
+            nothing that the caller reads (greedy search: every sequence
+            has ended, and pads).
 
     Returns:
         The final state.
     """
     if grow_cache is None:
-        return ops.while_loop(cond, body, state, maximum_iterations=max_length)
+        return _while_loop(cond, body, state, max_length, steps_per_iteration)
     start = 0
     for length in cache_lengths(max_length, first_cache_length):
         if start:
@@ -105,7 +112,24 @@ def staged_while_loop(cond, body, state, max_length, grow_cache=None, first_cach
         # (TensorFlow's XLA bridge fails from the third loop on if a state
         # item is a constant that the body passes through unchanged: the
         # loops must change every item.)
-        state = ops.while_loop(cond, body, state, maximum_iterations=length - start)
+        state = _while_loop(cond, body, state, length - start, steps_per_iteration)
         start = length
+    return state
+
+
+def _while_loop(cond, body, state, steps, steps_per_iteration):
+    """`ops.while_loop` of at most `steps` calls of `body`, `steps_per_iteration` of them per iteration."""
+    k = steps_per_iteration
+    if k > 1 and steps >= k:
+
+        def unrolled(*state):
+            for _ in range(k):
+                state = body(*state)
+            return state
+
+        state = ops.while_loop(cond, unrolled, state, maximum_iterations=steps // k)
+        steps %= k
+    if steps:
+        state = ops.while_loop(cond, body, state, maximum_iterations=steps)
     return state
 

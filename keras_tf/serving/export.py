@@ -107,9 +107,11 @@ def loop_body_ops(export_dir):
     """The ops of each decoding loop's body in a SavedModel, by type: `{body name: Counter}`.
 
     A `While` node names its body function; the ops of functions the body
-    calls are counted in, so each Counter is what one step of that loop
-    holds before Grappler (constants it folds included). The default export
-    of greedy search has one loop per cache stage (`keras_tf.decoding.stages`).
+    calls are counted in, so each Counter is what one iteration of that
+    loop holds before Grappler (constants it folds included). The default
+    export of greedy search has one loop per cache stage
+    (`keras_tf.decoding.stages`), each iteration two steps, and a loop of
+    one step per iteration where a stage's steps are odd in number.
 
     Example:
         >>> sum(loop_body_ops(path).popitem()[1].values())  # doctest: +SKIP

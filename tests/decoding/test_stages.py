@@ -1,5 +1,7 @@
 """The loops run in stages over a growing cache: content kept, shapes per stage, no step after the end."""
 
+import contextlib
+
 import keras
 import numpy as np
 import pytest
@@ -8,7 +10,7 @@ from keras import ops
 from keras_tf.decoding import beam_search, generate, greedy_search, stages, tile_beams
 from keras_tf.decoding.generate import compiled_functions, make_step_fn
 from keras_tf.decoding.stages import cache_lengths, grow_self_attention_cache
-from keras_tf.layers.cache_update import new_cache, position_axis, write_position
+from keras_tf.layers.cache_update import in_place_writes, new_cache, position_axis, write_position
 from keras_tf.models import END_ID, Seq2SeqTransformer, get_preset
 from tests.decoding.conftest import random_sources
 
@@ -87,6 +89,41 @@ def test_no_step_runs_after_every_sequence_ended():
     np.testing.assert_array_equal(ops.convert_to_numpy(tokens)[0, :5], [5, 6, 7, END_ID, 0])
     if keras.backend.backend() == "tensorflow":  # eager: one call per step that ran
         assert len(calls) == 4, len(calls)
+
+
+@pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="the export's program")
+@pytest.mark.parametrize("end_index", [2, 3, None])
+def test_two_steps_per_iteration_without_xla_change_no_result(end_index):
+    """The export's greedy loop runs two steps per iteration; a step after the end only pads.
+
+    39 steps: stages of 16, 16 and 7 steps, the last with one step left
+    over for a loop of one step per iteration.
+    """
+    max_length = 39
+    results, calls = [], []
+    for context in (contextlib.nullcontext(), in_place_writes()):
+        with context:
+            calls.append([])
+            counting = counting_step_fn(set(), calls[-1])
+
+            def step_fn(tokens, cache, index):
+                logits, cache = counting(tokens, cache, index)
+                if end_index is None:
+                    return logits, cache
+                end = ops.one_hot(ops.full((2,), END_ID), VOCABULARY)
+                return ops.where(ops.equal(index, end_index), end, logits), cache
+
+            cache = [new_cache(2, 16, 1, 1, "float32")]
+            tokens, scores = greedy_search(step_fn, cache, 2, max_length,
+                                           grow_cache=grow_self_attention_cache)
+            results.append((ops.convert_to_numpy(tokens), ops.convert_to_numpy(scores)))
+    np.testing.assert_array_equal(results[0][0], results[1][0])
+    np.testing.assert_allclose(results[0][1], results[1][1], rtol=1e-6)
+    steps = max_length if end_index is None else end_index + 1
+    assert len(calls[0]) == steps
+    # Two steps per iteration: one more after an odd number of steps, which
+    # pads; never more than max_length.
+    assert len(calls[1]) == min(steps + steps % 2, max_length), (len(calls[1]), steps)
 
 
 def test_generate_traces_once_and_equals_one_fixed_cache_reordered_by_gather():
