@@ -2,6 +2,7 @@
 
 import keras
 
+from keras_tf.layers.dense_call import dense_call
 from keras_tf.layers.validation import clone_initializer
 
 
@@ -50,7 +51,7 @@ class FeedForward(keras.layers.Layer):
         self.built = True
 
     def call(self, inputs):
-        return self.output_dense(self.inner_dense(inputs))
+        return dense_call(self.output_dense, dense_call(self.inner_dense, inputs))
 
     def compute_output_shape(self, inputs_shape):
         return tuple(inputs_shape[:-1]) + (self.d_model,)

@@ -11,6 +11,7 @@ from keras_tf.layers.cache_update import (
     position_axis, positions_first, update_at, write_position, writes_in_place,
     written_keys_values,
 )
+from keras_tf.layers.dense_call import dense_call
 from keras_tf.layers.validation import check_last_dim, clone_initializer
 
 
@@ -168,7 +169,7 @@ class MultiHeadAttention(keras.layers.Layer):
         if any(d.quantization_mode is not None for d in dense):
             # A quantized Dense (`Seq2SeqTransformer.quantize`) holds integer
             # kernels and scales its own outputs: one call per projection.
-            qkv = ops.concatenate([d(x) for d in dense], axis=-1)
+            qkv = ops.concatenate([dense_call(d, x) for d in dense], axis=-1)
         else:
             kernel = ops.concatenate(
                 [ops.cast(d.kernel, self.compute_dtype) for d in dense], axis=1
@@ -184,8 +185,8 @@ class MultiHeadAttention(keras.layers.Layer):
 
     def _key_value_heads(self, value):
         """Keys and values of `value`: `[batch, 2, length, heads, head_dim]`."""
-        key = self._split_heads(self.key_dense(value))
-        value = self._split_heads(self.value_dense(value))
+        key = self._split_heads(dense_call(self.key_dense, value))
+        value = self._split_heads(dense_call(self.value_dense, value))
         return ops.stack([key, value], axis=1)
 
     def compute_key_value(self, value):
@@ -196,7 +197,7 @@ class MultiHeadAttention(keras.layers.Layer):
         matrix products (`step_with_key_value`).
         """
         return tuple(
-            ops.transpose(self._split_heads(dense(value)), (0, 2, 1, 3))
+            ops.transpose(self._split_heads(dense_call(dense, value)), (0, 2, 1, 3))
             for dense in (self.key_dense, self.value_dense)
         )
 
@@ -291,9 +292,9 @@ class MultiHeadAttention(keras.layers.Layer):
         if fused is None:
             # Three projections: `_fused_projection` would concatenate the
             # kernels at every step (`fused_step_projections` does it once).
-            query_heads = self._step_heads(self.query_dense(query))
-            key_value = (self._step_heads(self.key_dense(query)),
-                         self._step_heads(self.value_dense(query)))
+            query_heads = self._step_heads(dense_call(self.query_dense, query))
+            key_value = (self._step_heads(dense_call(self.key_dense, query)),
+                         self._step_heads(dense_call(self.value_dense, query)))
         else:
             kernel, bias = fused
             # qkv: [batch, 3, heads, head_dim]. The bias is added after the
@@ -372,7 +373,7 @@ class MultiHeadAttention(keras.layers.Layer):
             )
         # [heads, rows, head_dim] -> [rows, d_model]
         context = ops.reshape(ops.transpose(context, (1, 0, 2)), (-1, self.d_model))
-        return self.output_dense(context)
+        return dense_call(self.output_dense, context)
 
     def _position_softmax(self, scores, visible, axis=-1):
         """Softmax along `axis` in float32, over the scores where `visible` (broadcast to `scores`, or None: all) holds.
@@ -427,10 +428,10 @@ class MultiHeadAttention(keras.layers.Layer):
             weights = self._position_softmax(scores, visible, axis=2)
             # context: [batch, heads, head_dim]
             context = ops.sum(weights * values, axis=2)
-            return self.output_dense(ops.reshape(context, (-1, self.d_model)))
+            return dense_call(self.output_dense, ops.reshape(context, (-1, self.d_model)))
         # [batch * group, d_model] -> [batch, group, heads, head_dim]
         query_heads = ops.reshape(
-            self.query_dense(query),
+            dense_call(self.query_dense, query),
             (ops.shape(keys)[0] if group is None else -1, group or -1, self.num_heads,
              self.head_dim),
         )
@@ -450,7 +451,7 @@ class MultiHeadAttention(keras.layers.Layer):
             weights = self._position_softmax(scores, visible)
             context = ops.einsum("bhgs,bhsd->bghd", weights, values)
         # context: [batch, group, heads, head_dim] -> [batch * group, d_model]
-        return self.output_dense(ops.reshape(context, (-1, self.d_model)))
+        return dense_call(self.output_dense, ops.reshape(context, (-1, self.d_model)))
 
     def _dense_heads(self, dense, x, shape):
         """`dense(x)` reshaped to `shape`; without XLA its bias is added after the reshape.
@@ -459,7 +460,7 @@ class MultiHeadAttention(keras.layers.Layer):
         oneDNN call, which costs more than the two apart (`step_with_cache`).
         """
         if not writes_in_place() or dense.quantization_mode is not None or not dense.use_bias:
-            return ops.reshape(dense(x), shape)
+            return ops.reshape(dense_call(dense, x), shape)
         heads = ops.reshape(ops.matmul(x, ops.cast(dense.kernel, dense.compute_dtype)), shape)
         return heads + ops.reshape(ops.cast(dense.bias, dense.compute_dtype), shape[1:])
 
@@ -481,13 +482,13 @@ class MultiHeadAttention(keras.layers.Layer):
         weights = self._position_softmax(scores, None, axis=0)
         # context: [batch, heads, head_dim] -> [batch, d_model]
         context = ops.sum(weights[..., None] * value_heads, axis=0)
-        return self.output_dense(ops.reshape(context, (-1, self.d_model)))
+        return dense_call(self.output_dense, ops.reshape(context, (-1, self.d_model)))
 
     def _attention(self, query, value, attention_mask, key_value, training):
         if key_value is not None:
             # Cross-attention over keys and values computed once (decoding),
             # head-major: each [batch, heads, key_length, head_dim].
-            query_heads = self._split_heads(self.query_dense(query))
+            query_heads = self._split_heads(dense_call(self.query_dense, query))
             key_heads = ops.transpose(key_value[0], (0, 2, 1, 3))
             value_heads = ops.transpose(key_value[1], (0, 2, 1, 3))
         elif value is None:
@@ -496,7 +497,7 @@ class MultiHeadAttention(keras.layers.Layer):
             query_heads, key_value = self._fused_projection(query)
             key_heads, value_heads = key_value[:, 0], key_value[:, 1]
         else:
-            query_heads = self._split_heads(self.query_dense(query))
+            query_heads = self._split_heads(dense_call(self.query_dense, query))
             key_value = self._key_value_heads(value)
             key_heads, value_heads = key_value[:, 0], key_value[:, 1]
         return self._attend(query_heads, key_heads, value_heads, attention_mask, training)
@@ -535,7 +536,7 @@ class MultiHeadAttention(keras.layers.Layer):
             context = ops.einsum("bhqk,bkhd->bqhd", dropped, value_heads)
         shape = ops.shape(context)
         context = ops.reshape(context, (shape[0], shape[1], self.d_model))
-        return self.output_dense(context), weights
+        return dense_call(self.output_dense, context), weights
 
     def compute_output_shape(self, query_shape, value_shape=None):
         return tuple(query_shape[:-1]) + (self.d_model,)
