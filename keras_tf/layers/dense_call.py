@@ -17,14 +17,10 @@ from keras import ops
 from keras_tf.layers.cache_update import writes_in_place
 
 
-def dense_call(dense, x):
-    """`dense(x)`; an int8 Dense inside `in_place_writes()` through a float32 product.
+def float_int8(dense):
+    """`(kernel as float, kernel scale, epsilon)` of an int8 Dense whose product `int8_product` computes; else None.
 
-    Example:
-        >>> import keras, numpy as np
-        >>> dense = keras.layers.Dense(3)
-        >>> tuple(dense_call(dense, np.ones((2, 4), "float32")).shape)
-        (2, 3)
+    None outside `in_place_writes()` and for any other Dense: those are called.
     """
     quantizer = getattr(dense, "inputs_quantizer", None)
     if (
@@ -34,16 +30,36 @@ def dense_call(dense, x):
         or type(quantizer).__name__ != "AbsMaxQuantizer"
         or tuple(quantizer.value_range) != (-127, 127)
     ):
-        return dense(x)
+        return None
     dtype = dense.compute_dtype
-    x = ops.cast(x, dtype)
-    # Keras's abs_max_quantize along the features, but for the int8 cast:
-    # |x · scale| < 127, so its clip to [-127, 127] changes nothing.
-    scale = ops.divide(127.0, ops.max(ops.abs(x), axis=-1, keepdims=True) + quantizer.epsilon)
-    scale = ops.cast(scale, dtype)
+    return ops.cast(dense._kernel, dtype), ops.cast(dense.kernel_scale, dtype), quantizer.epsilon
+
+
+def int8_product(x, kernel, kernel_scale, epsilon):
+    """Keras's int8 `Dense` product of `x` (no bias), over an int8 kernel given as float numbers.
+
+    `x` is quantized per row as `abs_max_quantize` does, but for the int8
+    cast: |x · scale| < 127, so its clip to [-127, 127] changes nothing.
+    """
+    scale = ops.divide(127.0, ops.max(ops.abs(x), axis=-1, keepdims=True) + epsilon)
+    scale = ops.cast(scale, x.dtype)
     integers = ops.round(ops.multiply(x, scale))
-    y = ops.matmul(integers, ops.cast(dense._kernel, dtype))
-    y = ops.divide(y, ops.multiply(ops.cast(dense.kernel_scale, dtype), scale))
+    return ops.divide(ops.matmul(integers, kernel), ops.multiply(kernel_scale, scale))
+
+
+def dense_call(dense, x):
+    """`dense(x)`; an int8 Dense inside `in_place_writes()` through a float32 product.
+
+    Example:
+        >>> import keras, numpy as np
+        >>> dense = keras.layers.Dense(3)
+        >>> tuple(dense_call(dense, np.ones((2, 4), "float32")).shape)
+        (2, 3)
+    """
+    weights = float_int8(dense)
+    if weights is None:
+        return dense(x)
+    y = int8_product(ops.cast(x, dense.compute_dtype), *weights)
     if dense.bias is not None:
         y = ops.add(y, dense.bias)
     if dense.activation is not None:

@@ -44,3 +44,30 @@ def test_outside_the_export_it_is_the_layer_call():
     dense = int8_dense(32, 8)
     x = np.random.randn(2, 32).astype("float32")
     np.testing.assert_array_equal(to_numpy(dense_call(dense, x)), to_numpy(dense(x)))
+
+
+def test_int8_queries_keys_and_values_fused_equal_three_int8_calls():
+    """`fused_step_projections` in the export: one quantization and one product for q, k and v."""
+    from keras_tf.layers import MultiHeadAttention
+    from keras_tf.layers.cache_update import new_cache
+    from keras_tf.layers.multi_head_attention import _FUSED, fused_step_projections
+
+    layer = MultiHeadAttention(num_heads=2, d_model=8)
+    layer(np.zeros((1, 3, 8), "float32"))
+    for dense in (layer.query_dense, layer.key_dense, layer.value_dense, layer.output_dense):
+        dense.quantize("int8")
+    x = np.random.randn(4, 8).astype("float32")
+    outputs = []
+    for fuse in (False, True):
+        with in_place_writes():
+            cache = new_cache(4, 3, 2, 4, "float32")
+            if fuse:
+                with fused_step_projections([layer]):
+                    # The int8 kernels fused, with their scales.
+                    assert _FUSED.kernels[id(layer)][2] is not None
+                    out, cache = layer.step_with_cache(x, cache, 0)
+            else:
+                out, cache = layer.step_with_cache(x, cache, 0)
+            outputs.append((to_numpy(out), to_numpy(cache[0])))
+    np.testing.assert_array_equal(outputs[0][0], outputs[1][0])
+    np.testing.assert_array_equal(outputs[0][1], outputs[1][1])
