@@ -6,7 +6,8 @@ trace (`RunOptions.FULL_TRACE`, the step statistics of every node the
 executor ran, inside the decoding loop too) and prints:
 
 * the ops of each decoding loop's body from the graph
-  (`keras_tf.serving.loop_body_ops`), constants apart;
+  (`keras_tf.serving.loop_body_ops`), constants apart: one iteration, which
+  for greedy search without XLA is two steps;
 * the nodes the executor ran for the request and the median wall time of
   the request (untraced);
 * the time of each op type summed over the request, its share, the number
