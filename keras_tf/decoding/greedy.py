@@ -83,8 +83,9 @@ def decode_token_by_token(
         first_cache_length: the length of `initial_cache` when it grows.
             Defaults to `stages.FIRST_CACHE_LENGTH`.
         most_probable: True when `pick_fn` picks the most probable pickable
-            token (greedy search). Its probability is then far from
-            float32's underflow, and its log is taken of one softmax.
+            token (greedy search). Its probability is then at least that of
+            every other token but padding and start, far from float32's
+            underflow, and its log is taken of one softmax entry.
 
     Returns:
         `(tokens, scores)`: int32 `[batch, max_length]`, the generated tokens
