@@ -37,9 +37,9 @@ itself is never copied (`MultiHeadAttention.call_with_cache`).
 from keras import ops
 from keras import tree
 
-from keras_tf.decoding.greedy import check_max_length, exclude_unpickable
+from keras_tf.decoding.greedy import check_max_length, exclude_unpickable, take_along_rows
 from keras_tf.decoding.stages import staged_while_loop
-from keras_tf.layers.cache_update import take_along_rows, update_at
+from keras_tf.layers.cache_update import update_at
 from keras_tf.special_tokens import END_ID, PAD_ID, START_ID
 
 # Finite, so that sums and differences of masked scores stay finite.

@@ -13,7 +13,7 @@ import numpy as np
 from keras import ops
 
 from keras_tf.decoding.stages import staged_while_loop
-from keras_tf.layers.cache_update import take_along_rows, writes_in_place
+from keras_tf.layers.cache_update import writes_in_place
 
 from keras_tf.special_tokens import END_ID, PAD_ID, START_ID
 
@@ -24,6 +24,28 @@ def check_max_length(max_length):
             f"max_length must be a positive integer (the number of tokens to "
             f"generate); received max_length={max_length!r}"
         )
+
+
+def take_along_rows(x, indices):
+    """`x` `[batch, n, ...]` gathered along axis 1 at `indices` `[batch, m]`: `[batch, m, ...]`.
+
+    `ops.take_along_axis` where XLA compiles it; inside `in_place_writes()`
+    one `GatherV2` with a batch dimension, where Keras's TensorFlow
+    `take_along_axis` builds about twenty graph ops (broadcast shapes,
+    negative indices) that the executor runs at every decoding step.
+
+    Example:
+        >>> import numpy as np
+        >>> out = take_along_rows(np.array([[10, 11, 12], [20, 21, 22]]), np.array([[2], [0]]))
+        >>> ops.convert_to_numpy(out).tolist()
+        [[12], [20]]
+    """
+    if writes_in_place():
+        import tensorflow as tf  # only inside in_place_writes(), on the TensorFlow backend
+
+        return tf.gather(x, indices, axis=1, batch_dims=1)
+    indices = ops.reshape(indices, tuple(ops.shape(indices)) + (1,) * (len(x.shape) - 2))
+    return ops.take_along_axis(x, indices, axis=1)
 
 
 def exclude_unpickable(logits, pad_id=PAD_ID, start_id=START_ID):

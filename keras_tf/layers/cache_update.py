@@ -172,28 +172,6 @@ def rows_by_positions(cache):
     return ops.transpose(keys[:, :, 0, 0]) if _in_place() else keys[0, :, :, 0]
 
 
-def take_along_rows(x, indices):
-    """`x` `[batch, n, ...]` gathered along axis 1 at `indices` `[batch, m]`: `[batch, m, ...]`.
-
-    `ops.take_along_axis` where XLA compiles it; inside `in_place_writes()`
-    one `GatherV2` with a batch dimension, where Keras's TensorFlow
-    `take_along_axis` builds about twenty graph ops (broadcast shapes,
-    negative indices) that the executor runs at every decoding step.
-
-    Example:
-        >>> import numpy as np
-        >>> out = take_along_rows(np.array([[10, 11, 12], [20, 21, 22]]), np.array([[2], [0]]))
-        >>> ops.convert_to_numpy(out).tolist()
-        [[12], [20]]
-    """
-    if _in_place():
-        import tensorflow as tf  # only inside in_place_writes(), on the TensorFlow backend
-
-        return tf.gather(x, indices, axis=1, batch_dims=1)
-    indices = ops.reshape(indices, tuple(ops.shape(indices)) + (1,) * (len(x.shape) - 2))
-    return ops.take_along_axis(x, indices, axis=1)
-
-
 def update_at(tensor, index, update, axis):
     """`tensor` with `update` written at positions `index ... index + T - 1` of `axis`.
 

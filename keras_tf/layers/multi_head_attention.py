@@ -11,7 +11,7 @@ from keras_tf.layers.cache_update import (
     position_axis, positions_first, update_at, write_position, writes_in_place,
     written_keys_values,
 )
-from keras_tf.layers.dense_call import dense_call, float_int8, int8_product
+from keras_tf.layers.dense_call import dense_call, dense_heads, float_int8, int8_product
 from keras_tf.layers.validation import check_last_dim, clone_initializer
 
 
@@ -432,8 +432,8 @@ class MultiHeadAttention(keras.layers.Layer):
             # lie, no transpose and no shape arithmetic. A oneDNN einsum or
             # batched matmul costs 0.1 ms a call, several times these.
             # query_heads: [batch, heads, 1, head_dim]
-            query_heads = self._dense_heads(self.query_dense, query, (-1, self.num_heads, 1,
-                                                                      self.head_dim))
+            query_heads = dense_heads(self.query_dense, query,
+                                      (-1, self.num_heads, 1, self.head_dim))
             query_heads = query_heads * ops.cast(scale, query_heads.dtype)
             # scores: [batch, heads, source_length, 1]
             scores = ops.sum(query_heads * keys, axis=-1, keepdims=True)
@@ -465,17 +465,6 @@ class MultiHeadAttention(keras.layers.Layer):
             context = ops.einsum("bhgs,bhsd->bghd", weights, values)
         # context: [batch, group, heads, head_dim] -> [batch * group, d_model]
         return dense_call(self.output_dense, ops.reshape(context, (-1, self.d_model)))
-
-    def _dense_heads(self, dense, x, shape):
-        """`dense(x)` reshaped to `shape`; without XLA its bias is added after the reshape.
-
-        Grappler fuses a matmul and a bias added right after it into one
-        oneDNN call, which costs more than the two apart (`step_with_cache`).
-        """
-        if not writes_in_place() or dense.quantization_mode is not None or not dense.use_bias:
-            return ops.reshape(dense_call(dense, x), shape)
-        heads = ops.reshape(ops.matmul(x, ops.cast(dense.kernel, dense.compute_dtype)), shape)
-        return heads + ops.reshape(ops.cast(dense.bias, dense.compute_dtype), shape[1:])
 
     def _step_heads(self, x):
         # [batch, d_model] -> [batch, heads, head_dim]

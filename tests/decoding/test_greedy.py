@@ -1,9 +1,12 @@
+import contextlib
+
 import numpy as np
 import pytest
 from keras import ops
 
 from keras_tf.decoding import generate, greedy_search, greedy_search_uncached
-from keras_tf.decoding.greedy import exclude_unpickable
+from keras_tf.decoding.greedy import exclude_unpickable, take_along_rows
+from keras_tf.layers.cache_update import in_place_writes
 from keras_tf.models import START_ID
 from tests.decoding.conftest import (
     MAX_LENGTH,
@@ -116,3 +119,14 @@ def test_cached_greedy_at_batch_16_is_the_full_models_argmax_on_its_own_prefix(p
     lengths = np.where(cut == end_id, np.arange(MAX_LENGTH), MAX_LENGTH - 1).min(axis=1) + 1
     real = np.arange(MAX_LENGTH) < lengths[:, None]
     np.testing.assert_allclose(ended.scores, (token_log_probs * real).sum(axis=1), atol=1e-4)
+
+
+@pytest.mark.parametrize("in_place", [False, True])
+def test_take_along_rows_equals_take_along_axis(in_place):
+    x = np.random.rand(3, 5, 2).astype("float32")
+    indices = np.array([[4, 0], [1, 1], [3, 2]])
+    expected = np.take_along_axis(x, indices[:, :, None], axis=1)
+    with in_place_writes() if in_place else contextlib.nullcontext():
+        np.testing.assert_array_equal(ops.convert_to_numpy(take_along_rows(x, indices)), expected)
+        np.testing.assert_array_equal(ops.convert_to_numpy(take_along_rows(x[:, :, 0], indices)),
+                                      expected[:, :, 0])

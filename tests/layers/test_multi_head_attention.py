@@ -1,11 +1,9 @@
-import contextlib
-
 import keras
 import numpy as np
 import pytest
 
 from keras_tf.layers import MultiHeadAttention, compute_attention_mask
-from keras_tf.layers.cache_update import in_place_writes, new_cache, take_along_rows
+from keras_tf.layers.cache_update import new_cache
 from tests.helpers import copy_attention_weights, run_layer_checks, to_numpy
 
 D_MODEL, HEADS = 16, 4
@@ -156,17 +154,6 @@ def test_one_token_cross_attention_shares_a_sources_keys_among_its_group_of_rows
     np.testing.assert_allclose(to_numpy(shared), full, atol=1e-5)
     # A source's rows differ from each other: the test is not of one repeated row.
     assert np.abs(full[0] - full[1]).max() > 1e-3
-
-
-@pytest.mark.parametrize("in_place", [False, True])
-def test_take_along_rows_equals_take_along_axis(in_place):
-    x = np.random.rand(3, 5, 2).astype("float32")
-    indices = np.array([[4, 0], [1, 1], [3, 2]])
-    expected = np.take_along_axis(x, indices[:, :, None], axis=1)
-    with in_place_writes() if in_place else contextlib.nullcontext():
-        np.testing.assert_array_equal(to_numpy(take_along_rows(x, indices)), expected)
-        np.testing.assert_array_equal(to_numpy(take_along_rows(x[:, :, 0], indices)),
-                                      expected[:, :, 0])
 
 
 def test_num_heads_must_divide_d_model():
