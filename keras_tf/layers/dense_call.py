@@ -16,11 +16,72 @@ integers are multiplied as float32 numbers: every product and partial sum
 is an integer below 127² · input width, which float32 holds exactly up to
 2²⁴, so for inputs up to 1040 wide the result is the int32 product, bit for
 bit, and beyond it is within float32 rounding.
+
+The int8 weights a decoding step reads are cast to float once per request,
+outside the decoding loop (`int8_weights_cast_once`), not at every step:
+TensorFlow's graph executor does not move loop-invariant work out of a loop.
 """
 
+import contextlib
+import threading
+
 from keras import ops
+from keras.backend import standardize_dtype
 
 from keras_tf.layers.cache_update import writes_in_place
+
+# {(id(int8 variable), dtype): the variable cast to dtype, once per request},
+# set by `int8_weights_cast_once` around a decoding loop.
+_CAST = threading.local()
+
+
+def int8_weights(layers):
+    """`(variable, dtype)` of each int8 weight of `layers` and their sublayers, with the dtype it is read in.
+
+    Dense kernels, read in the layer's compute dtype (`float_int8`), and
+    Embedding tables, read in float32 by the tied output projection
+    (`PositionalEmbedding(reverse=True)`).
+    """
+    found = {}
+    for top in layers:
+        for layer in top._flatten_layers(include_self=True):
+            if getattr(layer, "quantization_mode", None) != "int8":
+                continue
+            for name, dtype in (("_kernel", layer.compute_dtype), ("_embeddings", "float32")):
+                variable = getattr(layer, name, None)
+                if variable is not None and standardize_dtype(variable.dtype) == "int8":
+                    found[(id(variable), dtype)] = (variable, dtype)
+    return list(found.values())
+
+
+@contextlib.contextmanager
+def int8_weights_cast_once(layers):
+    """Within it (inside `in_place_writes()`), `cast_weight` of an int8 weight of `layers` is cast here, once.
+
+    The export's decoding loop would read each int8 kernel and embedding
+    table as float at every step; entered outside the loop, this casts each
+    once per request instead. The cast values are the same integers, so the
+    arithmetic is unchanged. They live for the request: float32 copies of
+    the decoder's int8 weights, four times their size. Elsewhere (XLA, JAX,
+    eager) it does nothing: XLA hoists the casts itself.
+    """
+    if not writes_in_place():
+        yield
+        return
+    before = getattr(_CAST, "weights", {})
+    cast = {(id(variable), dtype): ops.cast(variable, dtype)
+            for variable, dtype in int8_weights(layers)}
+    _CAST.weights = {**before, **cast}
+    try:
+        yield
+    finally:
+        _CAST.weights = before
+
+
+def cast_weight(variable, dtype):
+    """`ops.cast(variable, dtype)`; within `int8_weights_cast_once`, the copy cast there."""
+    cast = getattr(_CAST, "weights", {}).get((id(variable), standardize_dtype(dtype)))
+    return ops.cast(variable, dtype) if cast is None else cast
 
 
 def float_int8(dense):
@@ -38,7 +99,7 @@ def float_int8(dense):
     ):
         return None
     dtype = dense.compute_dtype
-    return ops.cast(dense._kernel, dtype), ops.cast(dense.kernel_scale, dtype), quantizer.epsilon
+    return cast_weight(dense._kernel, dtype), ops.cast(dense.kernel_scale, dtype), quantizer.epsilon
 
 
 def int8_product(x, kernel, kernel_scale, epsilon):

@@ -6,6 +6,7 @@ import keras
 import numpy as np
 from keras import ops
 
+from keras_tf.layers.dense_call import cast_weight
 from keras_tf.layers.validation import check_token_ids, clone_initializer
 
 
@@ -131,7 +132,7 @@ class PositionalEmbedding(keras.layers.Layer):
         """
         if reverse:
             # logits: [batch, length, vocabulary_size], computed in float32.
-            kernel = ops.cast(self.token_embedding.embeddings, "float32")
+            kernel = cast_weight(self.token_embedding.embeddings, "float32")
             logits = ops.matmul(ops.cast(tokens, "float32"), ops.transpose(kernel))
             if self.token_embedding.quantization_mode == "int8":
                 # After `quantize("int8")` the matrix holds int8 rows, each

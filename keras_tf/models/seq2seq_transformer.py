@@ -6,6 +6,7 @@ import keras
 from keras import ops
 
 from keras_tf.layers.cache_update import cache_shape, new_cache, position_axis
+from keras_tf.layers.dense_call import dense_call
 from keras_tf.models.seq2seq_backbone import Seq2SeqBackbone
 
 # What `Seq2SeqTransformer.quantize` accepts: the `--quantize` choices of the CLI.
@@ -80,7 +81,7 @@ class Seq2SeqTransformer(Seq2SeqBackbone):
         if self.output_projection is None:
             logits = self.target_embedding(states, reverse=True)
         else:
-            logits = ops.cast(self.output_projection(states), "float32")
+            logits = ops.cast(dense_call(self.output_projection, states), "float32")
         if self.output_bias is not None:
             logits = self.output_bias(logits)
         return logits

@@ -103,8 +103,11 @@ def saved_model_ops(export_dir):
     return ops - {function.signature.name for function in graph_def.library.function}
 
 
-def loop_body_ops(export_dir):
+def loop_body_ops(export_dir, label=None):
     """The ops of each decoding loop's body in a SavedModel, by type: `{body name: Counter}`.
+
+    `label(node_def)`, when given, names what is counted instead of the op
+    type (for example the op type and the dtype a `ReadVariableOp` reads).
 
     A `While` node names its body function; the ops of functions the body
     calls are counted in, so each Counter is what one iteration of that
@@ -131,7 +134,7 @@ def loop_body_ops(export_dir):
             if called:
                 ops += count(called)
             else:
-                ops[node.op] += 1
+                ops[label(node) if label else node.op] += 1
         return ops
 
     bodies = sorted({node.attr["body"].func.name for function in library.values()

@@ -71,3 +71,50 @@ def test_int8_queries_keys_and_values_fused_equal_three_int8_calls():
             outputs.append((to_numpy(out), to_numpy(cache[0])))
     np.testing.assert_array_equal(outputs[0][0], outputs[1][0])
     np.testing.assert_array_equal(outputs[0][1], outputs[1][1])
+
+
+def test_int8_weights_cast_once_casts_each_int8_weight_of_the_step_and_no_other():
+    """The export's int8 weights cast before the decoding loop: the same call, the same bits."""
+    from keras_tf.layers import PositionalEmbedding
+    from keras_tf.layers.dense_call import cast_weight, int8_weights, int8_weights_cast_once
+
+    dense, float_dense = int8_dense(16, 8, "relu"), keras.layers.Dense(4)
+    float_dense.build((None, 16))
+    embedding = PositionalEmbedding(vocabulary_size=12, d_model=16, max_length=8)
+    embedding.build((None, 4))
+    embedding.token_embedding.quantize("int8")
+    found = {id(variable): dtype for variable, dtype in int8_weights([dense, float_dense, embedding])}
+    # The Dense kernel in its compute dtype, the table as the tied output
+    # layer reads it; not the float Dense, not the scales or biases.
+    assert found == {id(dense._kernel): "float32", id(embedding.token_embedding._embeddings): "float32"}
+
+    x = np.random.randn(3, 16).astype("float32") * 2
+    expected = to_numpy(dense(x)), to_numpy(embedding(x[:, None], reverse=True))
+    with in_place_writes(), int8_weights_cast_once([dense, embedding]):
+        table = cast_weight(embedding.token_embedding._embeddings, "float32")
+        # The copy made on entry, the same object at every read.
+        assert table is cast_weight(embedding.token_embedding._embeddings, "float32")
+        got = to_numpy(dense_call(dense, x)), to_numpy(embedding(x[:, None], reverse=True))
+    np.testing.assert_array_equal(got[0], expected[0])
+    np.testing.assert_array_equal(got[1], expected[1])
+    np.testing.assert_array_equal(
+        to_numpy(table), to_numpy(embedding.token_embedding._embeddings).astype("float32"))
+    # Outside the export's graphs it casts nothing ahead: a plain cast.
+    with int8_weights_cast_once([dense]):
+        table_again = cast_weight(embedding.token_embedding._embeddings, "float32")
+    assert table_again is not table
+
+
+def test_untied_int8_output_layer_in_the_export_is_keras_int8_call():
+    """An untied output layer after `quantize("int8")`: the export's float32 product, Keras's bits."""
+    from keras_tf.layers.dense_call import int8_weights_cast_once
+    from keras_tf.models import Seq2SeqTransformer, get_preset
+
+    model = Seq2SeqTransformer(get_preset("transformer_tiny", tie_embeddings=False))
+    model.quantize("int8")
+    assert model.output_projection.quantization_mode == "int8"
+    states = np.random.randn(3, model.config.d_model).astype("float32")
+    expected = to_numpy(model._head(states))
+    with in_place_writes(), int8_weights_cast_once([model.output_projection]):
+        got = to_numpy(model._head(states))
+    np.testing.assert_array_equal(got, expected)

@@ -10,12 +10,13 @@ how many.
 import collections
 
 import pytest
+import tensorflow as tf
 
 from keras_tf.serving import loop_body_ops
 
 # Ops of one step, constants and no-ops left out (Grappler folds or drops
 # them), for the serving tests' one-block transformer_tiny exports.
-CEILINGS = {"greedy": 145, "beam": 298, "int8": 227}
+CEILINGS = {"greedy": 145, "beam": 298, "int8": 210}
 # Steps per iteration of the loop: greedy search runs two without XLA
 # (`keras_tf.decoding.greedy`), beam search one.
 STEPS = {"greedy": 2, "beam": 1, "int8": 2}
@@ -54,6 +55,26 @@ def test_default_export_writes_caches_in_place_and_copies_no_weights(greedy_expo
         # cross-attention query and output, two feed-forward layers and the
         # output layer. Seven a step, and each one MatMul: no tensordot.
         assert ops["MatMul"] == 7 * steps, ops
+
+
+def test_int8_step_reads_no_int8_weight(int8_export):
+    """The int8 weights are cast to float once per request, before the loop: a step reads none."""
+
+    def read_dtype(node):
+        if node.op != "ReadVariableOp":
+            return node.op
+        return f"read {tf.as_dtype(node.attr['dtype'].type).name}"
+
+    (ops,) = loop_body_ops(int8_export.export_dir, label=read_dtype).values()
+    steps = STEPS["int8"]
+    # The int8 embedding table is read only by the new token's lookup (its
+    # shape and its gather, no copy); every int8 kernel, and the table as
+    # the tied output layer, only before the loop.
+    assert ops["read int8"] == 2 * steps, ops
+    # One cast a step: the embedded token's int8 row. None of a weight.
+    assert ops["Cast"] == steps, ops
+    # Still read in the step: the float32 biases, scales and norms.
+    assert ops["read float32"] > 0, ops
 
 
 def test_xla_export_keeps_the_static_cache(xla_export):
