@@ -28,7 +28,7 @@ from keras_tf.decoding.greedy import exclude_unpickable, greedy_search
 from keras_tf.decoding.sampling import sample_search
 from keras_tf.decoding.stages import cache_lengths, first_cache_length, grow_self_attention_cache
 from keras_tf.layers.cache_update import update_at
-from keras_tf.layers.dense_call import int8_weights_cast_once
+from keras_tf.layers.dense_call import step_weights_once
 from keras_tf.layers.multi_head_attention import fused_step_projections
 from keras_tf.buckets import source_bucket, source_buckets  # noqa: F401  (re-exported by keras_tf.decoding)
 from keras_tf.special_tokens import END_ID, PAD_ID, START_ID
@@ -137,13 +137,16 @@ def decode_ids(model, encoder_tokens, decoding, seed_generator=None):
         for beam search `[batch, beam_size, max_length]` and `[batch,
         beam_size]`, best first.
     """
-    # In the export without XLA, the int8 weights a step reads are cast to
-    # float once here, outside the loops; and q, k and v of each decoder
-    # self-attention come from one matmul per step, over kernels
-    # concatenated once here too.
+    # In the export without XLA, once here, outside the loops: the int8
+    # weights a step reads cast to float, the float biases repeated over the
+    # step's rows (`step_weights_once`), and the q, k and v kernels of each
+    # decoder self-attention concatenated for one matmul per step.
     step_layers = [*model.decoder_blocks, model.target_embedding, model.output_projection]
     step_layers = [layer for layer in step_layers if layer is not None]
-    with int8_weights_cast_once(step_layers), fused_step_projections(
+    rows = ops.shape(encoder_tokens)[0]
+    if decoding.method == "beam":
+        rows = rows * decoding.beam_size
+    with step_weights_once(step_layers, rows), fused_step_projections(
         [block.self_attention for block in model.decoder_blocks]
     ):
         return _decode_ids(model, encoder_tokens, decoding, seed_generator)

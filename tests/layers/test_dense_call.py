@@ -73,10 +73,10 @@ def test_int8_queries_keys_and_values_fused_equal_three_int8_calls():
     np.testing.assert_array_equal(outputs[0][1], outputs[1][1])
 
 
-def test_int8_weights_cast_once_casts_each_int8_weight_of_the_step_and_no_other():
+def test_step_weights_once_casts_each_int8_weight_of_the_step_and_no_other():
     """The export's int8 weights cast before the decoding loop: the same call, the same bits."""
     from keras_tf.layers import PositionalEmbedding
-    from keras_tf.layers.dense_call import cast_weight, int8_weights, int8_weights_cast_once
+    from keras_tf.layers.dense_call import cast_weight, int8_weights, step_weights_once
 
     dense, float_dense = int8_dense(16, 8, "relu"), keras.layers.Dense(4)
     float_dense.build((None, 16))
@@ -90,7 +90,7 @@ def test_int8_weights_cast_once_casts_each_int8_weight_of_the_step_and_no_other(
 
     x = np.random.randn(3, 16).astype("float32") * 2
     expected = to_numpy(dense(x)), to_numpy(embedding(x[:, None], reverse=True))
-    with in_place_writes(), int8_weights_cast_once([dense, embedding]):
+    with in_place_writes(), step_weights_once([dense, embedding], rows=3):
         table = cast_weight(embedding.token_embedding._embeddings, "float32")
         # The copy made on entry, the same object at every read.
         assert table is cast_weight(embedding.token_embedding._embeddings, "float32")
@@ -100,14 +100,14 @@ def test_int8_weights_cast_once_casts_each_int8_weight_of_the_step_and_no_other(
     np.testing.assert_array_equal(
         to_numpy(table), to_numpy(embedding.token_embedding._embeddings).astype("float32"))
     # Outside the export's graphs it casts nothing ahead: a plain cast.
-    with int8_weights_cast_once([dense]):
+    with step_weights_once([dense], rows=3):
         table_again = cast_weight(embedding.token_embedding._embeddings, "float32")
     assert table_again is not table
 
 
 def test_untied_int8_output_layer_in_the_export_is_keras_int8_call():
     """An untied output layer after `quantize("int8")`: the export's float32 product, Keras's bits."""
-    from keras_tf.layers.dense_call import int8_weights_cast_once
+    from keras_tf.layers.dense_call import step_weights_once
     from keras_tf.models import Seq2SeqTransformer, get_preset
 
     model = Seq2SeqTransformer(get_preset("transformer_tiny", tie_embeddings=False))
@@ -115,6 +115,32 @@ def test_untied_int8_output_layer_in_the_export_is_keras_int8_call():
     assert model.output_projection.quantization_mode == "int8"
     states = np.random.randn(3, model.config.d_model).astype("float32")
     expected = to_numpy(model._head(states))
-    with in_place_writes(), int8_weights_cast_once([model.output_projection]):
+    with in_place_writes(), step_weights_once([model.output_projection], rows=3):
         got = to_numpy(model._head(states))
     np.testing.assert_array_equal(got, expected)
+
+
+@pytest.mark.parametrize("activation", [None, "relu"])
+def test_float_dense_in_a_step_adds_its_repeated_bias_apart_from_the_product(activation):
+    """Within `step_weights_once`, a float Dense: product, then the bias over the rows; Keras's values."""
+    import tensorflow as tf
+
+    from keras_tf.layers.dense_call import float_dense_with_bias, step_weights_once
+
+    dense, no_bias = keras.layers.Dense(6, activation=activation), keras.layers.Dense(6, use_bias=False)
+    dense.build((None, 5))
+    no_bias.build((None, 5))
+    dense.bias.assign(np.random.randn(6).astype("float32"))
+    assert float_dense_with_bias([dense, no_bias, int8_dense(5, 6)]) == [dense]
+    x = np.random.randn(4, 5).astype("float32")
+
+    @tf.function
+    def step(x):
+        with in_place_writes(), step_weights_once([dense], rows=tf.shape(x)[0]):
+            return dense_call(dense, x)
+
+    graph = step.get_concrete_function(tf.TensorSpec([None, 5], tf.float32)).graph
+    ops_run = {op.type for op in graph.get_operations()}
+    # No BiasAdd for Grappler to fuse: a MatMul and an add of [rows, units].
+    assert "BiasAdd" not in ops_run and {"MatMul", "Tile", "AddV2"} <= ops_run, ops_run
+    np.testing.assert_allclose(to_numpy(step(x)), to_numpy(dense(x)), rtol=1e-6, atol=1e-6)

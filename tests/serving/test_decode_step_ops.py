@@ -55,6 +55,10 @@ def test_default_export_writes_caches_in_place_and_copies_no_weights(greedy_expo
         # cross-attention query and output, two feed-forward layers and the
         # output layer. Seven a step, and each one MatMul: no tensordot.
         assert ops["MatMul"] == 7 * steps, ops
+        # No bias added right after a product, which Grappler would fuse into
+        # one slower oneDNN call: each bias is added apart
+        # (`dense_call.step_weights_once`).
+        assert ops["BiasAdd"] == 0, ops
 
 
 def test_int8_step_reads_no_int8_weight(int8_export):
