@@ -146,7 +146,8 @@ def decode_ids(model, encoder_tokens, decoding, seed_generator=None):
     rows = ops.shape(encoder_tokens)[0]
     if decoding.method == "beam":
         rows = rows * decoding.beam_size
-    with step_weights_once(step_layers, rows), fused_step_projections(
+    tied = [model.target_embedding.embeddings] if model.output_projection is None else []
+    with step_weights_once(step_layers, rows, output_tables=tied), fused_step_projections(
         [block.self_attention for block in model.decoder_blocks]
     ):
         return _decode_ids(model, encoder_tokens, decoding, seed_generator)

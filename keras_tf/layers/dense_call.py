@@ -70,7 +70,7 @@ def float_dense_with_bias(layers):
 
 
 @contextlib.contextmanager
-def step_weights_once(layers, rows):
+def step_weights_once(layers, rows, output_tables=()):
     """Within it (inside `in_place_writes()`), the weights a decoding step of `layers` reads in another form, made here, once.
 
     The export's decoding loop would redo at every step what this does once
@@ -82,29 +82,46 @@ def step_weights_once(layers, rows):
     - each float Dense's bias repeated over the step's `rows`, which
       `dense_call` adds to the product as a plain add of two equal shapes:
       Grappler would fuse a bias added right after the product into one
-      oneDNN call, which costs more than the two apart.
+      oneDNN call, which costs more than the two apart;
+    - each of `output_tables` transposed, in float32 (`transposed_table`):
+      a product with a transposed operand costs oneDNN more than one with
+      the table laid out as the product reads it.
 
     Args:
         layers: the layers a step calls (their sublayers included).
         rows: the rows of a step's states (batch × beams), a scalar.
+        output_tables: embedding tables the step multiplies its states by,
+            transposed (a tied output layer).
 
     Elsewhere (XLA, JAX, eager) it does nothing: XLA hoists and fuses itself.
     """
     if not writes_in_place():
         yield
         return
-    before = getattr(_ONCE, "cast", {}), getattr(_ONCE, "biases", {})
+    names = ("cast", "biases", "transposed")
+    before = [getattr(_ONCE, name, {}) for name in names]
     cast = {(id(variable), dtype): ops.cast(variable, dtype)
             for variable, dtype in int8_weights(layers)}
     biases = {
         id(dense): ops.tile(ops.cast(dense.bias, dense.compute_dtype)[None], (rows, 1))
         for dense in float_dense_with_bias(layers)
     }
-    _ONCE.cast, _ONCE.biases = {**before[0], **cast}, {**before[1], **biases}
+    transposed = {
+        id(table): ops.transpose(cast.get((id(table), "float32"), ops.cast(table, "float32")))
+        for table in output_tables
+    }
+    for name, old, new in zip(names, before, (cast, biases, transposed)):
+        setattr(_ONCE, name, {**old, **new})
     try:
         yield
     finally:
-        _ONCE.cast, _ONCE.biases = before
+        for name, old in zip(names, before):
+            setattr(_ONCE, name, old)
+
+
+def transposed_table(table):
+    """`table` transposed in float32 if `step_weights_once` made it; else None."""
+    return getattr(_ONCE, "transposed", {}).get(id(table))
 
 
 def cast_weight(variable, dtype):

@@ -6,7 +6,7 @@ import keras
 import numpy as np
 from keras import ops
 
-from keras_tf.layers.dense_call import cast_weight
+from keras_tf.layers.dense_call import cast_weight, transposed_table
 from keras_tf.layers.validation import check_token_ids, clone_initializer
 
 
@@ -132,8 +132,11 @@ class PositionalEmbedding(keras.layers.Layer):
         """
         if reverse:
             # logits: [batch, length, vocabulary_size], computed in float32.
-            kernel = cast_weight(self.token_embedding.embeddings, "float32")
-            logits = ops.matmul(ops.cast(tokens, "float32"), ops.transpose(kernel))
+            table = self.token_embedding.embeddings
+            kernel = transposed_table(table)  # in a decoding step of the export
+            if kernel is None:
+                kernel = ops.transpose(cast_weight(table, "float32"))
+            logits = ops.matmul(ops.cast(tokens, "float32"), kernel)
             if self.token_embedding.quantization_mode == "int8":
                 # After `quantize("int8")` the matrix holds int8 rows, each
                 # stored as round(row * scale): undo the scale per vocabulary id.

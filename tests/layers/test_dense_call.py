@@ -144,3 +144,20 @@ def test_float_dense_in_a_step_adds_its_repeated_bias_apart_from_the_product(act
     # No BiasAdd for Grappler to fuse: a MatMul and an add of [rows, units].
     assert "BiasAdd" not in ops_run and {"MatMul", "Tile", "AddV2"} <= ops_run, ops_run
     np.testing.assert_allclose(to_numpy(step(x)), to_numpy(dense(x)), rtol=1e-6, atol=1e-6)
+
+
+def test_tied_output_layer_reads_the_table_transposed_once_with_keras_values():
+    from keras_tf.layers import PositionalEmbedding
+    from keras_tf.layers.dense_call import step_weights_once, transposed_table
+
+    embedding = PositionalEmbedding(vocabulary_size=12, d_model=16, max_length=8)
+    embedding.build((None, 4))
+    table = embedding.token_embedding.embeddings
+    states = np.random.randn(3, 1, 16).astype("float32")
+    expected = to_numpy(embedding(states, reverse=True))
+    assert transposed_table(table) is None
+    with in_place_writes(), step_weights_once([], rows=3, output_tables=[table]):
+        np.testing.assert_array_equal(to_numpy(transposed_table(table)), to_numpy(table).T)
+        got = to_numpy(embedding(states, reverse=True))
+    np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-6)
+    assert transposed_table(table) is None  # made for one request only
