@@ -50,14 +50,14 @@ def train_tokenizers(kind):
     return Seq2SeqTokenizers.train(sources, targets, kind=kind, vocabulary_size=64)
 
 
-def random_model(tokenizers, seed):
+def random_model(tokenizers, seed, tie_embeddings=False):
     keras.utils.set_random_seed(seed)
     config = one_block_tiny(
         source_vocabulary_size=tokenizers.source_vocabulary_size,
         target_vocabulary_size=tokenizers.target_vocabulary_size,
         max_source_length=MAX_SOURCE_LENGTH,
         max_target_length=MAX_SOURCE_LENGTH,
-        tie_embeddings=False,
+        tie_embeddings=tie_embeddings,
     )
     return Seq2SeqTransformer(config)
 
@@ -65,12 +65,13 @@ def random_model(tokenizers, seed):
 class Exported:
     """A model, its tokenizers, the in-process translator and the export of the same settings."""
 
-    def __init__(self, tmp_path_factory, name, kind, seed, xla=False, quantize=None, **settings):
+    def __init__(self, tmp_path_factory, name, kind, seed, xla=False, quantize=None,
+                 tie_embeddings=False, **settings):
         settings = dict(max_length=MAX_LENGTH, **settings)
 
         def build(folder):
             tokenizers = train_tokenizers(kind)
-            model = random_model(tokenizers, seed)
+            model = random_model(tokenizers, seed, tie_embeddings)
             tokenizers.save(folder / "tokenizers")
             model.save_weights(folder / "model.weights.h5")  # float32, quantized on loading
             if quantize:
@@ -79,7 +80,7 @@ class Exported:
 
         folder = build_once(shared_folder(tmp_path_factory, name), build)
         self.tokenizers = Seq2SeqTokenizers.load(folder / "tokenizers")
-        self.model = random_model(self.tokenizers, seed)
+        self.model = random_model(self.tokenizers, seed, tie_embeddings)
         self.model.load_weights(folder / "model.weights.h5")
         if quantize:
             self.model.quantize(quantize)
@@ -128,6 +129,13 @@ def xla_export(tmp_path_factory):
 def int8_export(tmp_path_factory):
     """`greedy_export`'s model (same seed and tokenizers) with int8 weights."""
     return Exported(tmp_path_factory, "int8", "sentencepiece", seed=3, quantize="int8")
+
+
+@pytest.fixture(scope="session")
+def tied_int8_export(tmp_path_factory):
+    """int8 weights, the output layer tied to the target embedding table (int8 rows too)."""
+    return Exported(tmp_path_factory, "tied_int8", "sentencepiece", seed=3, quantize="int8",
+                    tie_embeddings=True)
 
 
 def text_request(texts, signature_name="serving_default"):

@@ -66,15 +66,17 @@ def test_default_export_writes_caches_in_place_and_copies_no_weights(greedy_expo
             assert ops["Transpose"] == 0, ops
 
 
-def test_int8_step_reads_no_int8_weight(int8_export):
+def read_dtype(node):
+    if node.op != "ReadVariableOp":
+        return node.op
+    return f"read {tf.as_dtype(node.attr['dtype'].type).name}"
+
+
+@pytest.mark.parametrize("tied", [False, True])
+def test_int8_step_reads_no_int8_weight(tied, int8_export, tied_int8_export):
     """The int8 weights are cast to float once per request, before the loop: a step reads none."""
-
-    def read_dtype(node):
-        if node.op != "ReadVariableOp":
-            return node.op
-        return f"read {tf.as_dtype(node.attr['dtype'].type).name}"
-
-    (ops,) = loop_body_ops(int8_export.export_dir, label=read_dtype).values()
+    exported = tied_int8_export if tied else int8_export
+    (ops,) = loop_body_ops(exported.export_dir, label=read_dtype).values()
     steps = STEPS["int8"]
     # The int8 embedding table is read only by the new token's lookup (its
     # shape and its gather, no copy); every int8 kernel, and the table as
@@ -84,6 +86,9 @@ def test_int8_step_reads_no_int8_weight(int8_export):
     assert ops["Cast"] == steps, ops
     # Still read in the step: the float32 biases, scales and norms.
     assert ops["read float32"] > 0, ops
+    # A tied output layer multiplies by the table cast and transposed once
+    # before the loop, not at every step.
+    assert ops["Transpose"] == 0, ops
 
 
 def test_xla_export_keeps_the_static_cache(xla_export):

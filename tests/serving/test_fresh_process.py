@@ -62,12 +62,14 @@ def source_ids_batch(tokenizers):
 
 
 @pytest.fixture(scope="module")
-def session(greedy_export, beam_export, xla_export, int8_export, tmp_path_factory):
+def session(greedy_export, beam_export, xla_export, int8_export, tied_int8_export,
+            tmp_path_factory):
     exports = {
         "greedy": greedy_export.export_dir,
         "beam": beam_export.export_dir,
         "xla": xla_export.export_dir,
         "int8": int8_export.export_dir,
+        "tied_int8": tied_int8_export.export_dir,
     }
     requests = [
         ("single", "greedy", text_request(SINGLE), False),
@@ -79,6 +81,7 @@ def session(greedy_export, beam_export, xla_export, int8_export, tmp_path_factor
         ("xla_disabled", "xla", text_request(BATCH_64[:16]), False),
         ("xla_enabled", "xla", text_request(BATCH_64[:16]), True),
         ("int8", "int8", text_request(BATCH_64[:16]), False),
+        ("tied_int8", "tied_int8", text_request(BATCH_64[:16]), False),
     ]
 
     def serve(folder):
@@ -154,6 +157,13 @@ def test_int8_export_same_strings_as_the_int8_translator(session, int8_export, g
     # The float32 model of the same weights scores otherwise: the export holds int8 ones.
     float32 = greedy_export.translator.generate_with_scores(BATCH_64[:16]).scores
     assert np.abs(output(response, "score") - float32).max() > 2 * INT8_ROUNDING
+
+
+def test_tied_int8_export_same_strings_as_its_translator(session, tied_int8_export):
+    """The tied output layer's int8 table, cast and transposed once per request in the export."""
+    assert tied_int8_export.model.output_projection is None
+    assert_same_translations(session.response("tied_int8"), tied_int8_export.translator,
+                             BATCH_64[:16], atol=INT8_ROUNDING)
 
 
 @pytest.mark.parametrize("key", ["greedy", "beam", "xla", "int8"])
