@@ -38,15 +38,22 @@ def forms(tf, weights):
     """`{name: fn(x [rows, D_MODEL], loop invariants) -> [rows, D_MODEL]}`: one op form each."""
     w, w_ff, bias, table = weights
 
-    def softmax_in_five_ops(z):
-        e = tf.exp(z - tf.reduce_max(z, -1, keepdims=True))
-        return e / tf.reduce_sum(e, -1, keepdims=True)
+    def softmax_in_five_ops(z, axis=-1):
+        e = tf.exp(z - tf.reduce_max(z, axis, keepdims=True))
+        return e / tf.reduce_sum(e, axis, keepdims=True)
 
     def scores(x):  # [rows, heads, positions]
         return tf.reshape(x[:, : HEADS * POSITIONS], (-1, HEADS, POSITIONS))
 
     def back(x, z):  # one [rows, 1] number of z, so that the chain depends on every form
         return x + tf.reduce_sum(tf.reshape(z, (tf.shape(x)[0], -1))[:, :1], -1, keepdims=True)
+
+    def attend(x, c):
+        # One query per row over position-major keys and values [positions,
+        # rows, heads, head_dim], as the export's step reads its cache.
+        query = tf.reshape(x, (1, -1, HEADS, D_MODEL // HEADS))
+        weights = softmax_in_five_ops(tf.reduce_sum(query * c["keys"], -1, keepdims=True), axis=0)
+        return tf.reshape(tf.reduce_sum(weights * c["keys"], 0), (-1, D_MODEL))
 
     def layer_norm(x):
         mean = tf.reduce_mean(x, -1, keepdims=True)
@@ -68,6 +75,7 @@ def forms(tf, weights):
             x, tf.matmul(x, table, transpose_b=True)),
         "vocabulary product, table transposed ahead": lambda x, c: back(
             x, tf.matmul(x, c["table_t"])),
+        "attention over 16 cached positions, products and sums": lambda x, c: attend(x, c),
         "top_k(1) over the vocabulary": lambda x, c: back(
             x, tf.cast(tf.math.top_k(c["logits"] + x[:, :1], 1)[1], x.dtype)),
     }
@@ -82,6 +90,7 @@ def loop_of(tf, form, weights):
             rows_bias=tf.tile(weights[2][None], (tf.shape(x)[0], 1)),
             table_t=tf.transpose(weights[3]),
             logits=tf.tile(x, (1, VOCABULARY // D_MODEL + 1))[:, :VOCABULARY],
+            keys=tf.tile(tf.reshape(x, (1, -1, HEADS, D_MODEL // HEADS)), (POSITIONS, 1, 1, 1)),
         )
 
         def body(i, x):
