@@ -143,14 +143,17 @@ def decode_ids(model, encoder_tokens, decoding, seed_generator=None):
     # decoder self-attention concatenated for one matmul per step.
     step_layers = [*model.decoder_blocks, model.target_embedding, model.output_projection]
     step_layers = [layer for layer in step_layers if layer is not None]
-    rows = ops.shape(encoder_tokens)[0]
-    if decoding.method == "beam":
-        rows = rows * decoding.beam_size
+    rows = _step_rows(ops.shape(encoder_tokens)[0], decoding)
     tied = [model.target_embedding.embeddings] if model.output_projection is None else []
     with step_weights_once(step_layers, rows, output_tables=tied), fused_step_projections(
         [block.self_attention for block in model.decoder_blocks]
     ):
         return _decode_ids(model, encoder_tokens, decoding, seed_generator)
+
+
+def _step_rows(batch_size, decoding):
+    """The rows a decoding step runs: one per source, or one per beam."""
+    return batch_size * decoding.beam_size if decoding.method == "beam" else batch_size
 
 
 def _decode_ids(model, encoder_tokens, decoding, seed_generator):
@@ -163,7 +166,7 @@ def _decode_ids(model, encoder_tokens, decoding, seed_generator):
     cross = model.cross_attention_cache(memory)
     # The self-attention cache starts at the first of `cache_lengths` and
     # grows between the loop's stages (`stages.py`); shorter first at large batches.
-    rows = batch_size * s.beam_size if s.method == "beam" else batch_size
+    rows = _step_rows(batch_size, s)
     first = first_cache_length(rows)
     first_length = cache_lengths(s.max_length, first)[0]
     loop_kwargs = dict(start_id=START_ID, end_id=s.end_id, pad_id=PAD_ID,

@@ -1,12 +1,12 @@
 """A Dense layer as Keras calls it, or, in the export without XLA, in the ops TensorFlow's graph executor runs fastest.
 
 Two forms differ there. A float Dense adds its bias apart from its product
-(`dense_call` on `[rows, width]` inputs, `dense_heads` after the reshape
-into heads): Grappler fuses a matrix product and the bias added right after
-it into one oneDNN call, which costs more than the two apart (alone in a
-loop of the graph executor, 5.3 against 1.7 + 1.3 µs at one row, 12.3
-against 11.1 at 32).
-And an int8 Dense multiplies as float32 (`dense_call`).
+(`dense_call` on a decoding step's `[rows, width]` within
+`step_weights_once`, `dense_heads` after the reshape into heads): Grappler
+fuses a matrix product and the bias added right after it into one oneDNN
+call, which costs more than the two apart (`benchmarks/serving_op_costs.py`:
+6.5 against 2.2 µs at one row, 15.7 against 10.9 at 32). And an int8 Dense
+multiplies as float32 (`dense_call`).
 
 Inside `cache_update.in_place_writes()` (the SavedModel export without XLA)
 TensorFlow runs an int8 × int8 matrix product with its own `BatchMatMulV3`
@@ -20,7 +20,7 @@ is an integer below 127² · input width, which float32 holds exactly up to
 bit, and beyond it is within float32 rounding.
 
 The int8 weights a decoding step reads are cast to float once per request,
-outside the decoding loop (`int8_weights_cast_once`), not at every step:
+outside the decoding loop (`step_weights_once`), not at every step:
 TensorFlow's graph executor does not move loop-invariant work out of a loop.
 """
 
@@ -35,7 +35,8 @@ from keras_tf.layers.cache_update import writes_in_place
 
 # Set by `step_weights_once` around a decoding loop, for one request:
 # `cast` {(id(int8 variable), dtype): the variable cast to dtype}, `biases`
-# {id(float Dense): its bias repeated over the step's rows}.
+# {id(float Dense): its bias repeated over the step's rows}, `transposed`
+# {id(embedding table): the table in float32, transposed}.
 _ONCE = threading.local()
 
 
