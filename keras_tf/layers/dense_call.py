@@ -2,9 +2,8 @@
 
 Two forms differ there. A float Dense adds its bias apart from its product
 (`dense_call` on a decoding step's `[rows, width]` within
-`step_weights_once`, `dense_heads` after the reshape into heads): Grappler
-fuses a matrix product and the bias added right after it into one oneDNN
-call, which costs more than the two apart (`benchmarks/serving_op_costs.py`:
+`step_weights_once`): Grappler fuses a matrix product and the bias added
+right after it into one oneDNN call, which costs more than the two apart (`benchmarks/serving_op_costs.py`:
 6.5 against 2.2 µs at one row, 15.7 against 10.9 at 32). And an int8 Dense
 multiplies as float32 (`dense_call`).
 
@@ -40,6 +39,15 @@ from keras_tf.layers.cache_update import writes_in_place
 _ONCE = threading.local()
 
 
+def _sublayers(layers):
+    """`layers` and all their sublayers, each once."""
+    found = {}
+    for top in layers:
+        for layer in top._flatten_layers(include_self=True):
+            found.setdefault(id(layer), layer)
+    return list(found.values())
+
+
 def int8_weights(layers):
     """`(variable, dtype)` of each int8 weight of `layers` and their sublayers, with the dtype it is read in.
 
@@ -47,27 +55,21 @@ def int8_weights(layers):
     Embedding tables, read in float32 by the tied output projection
     (`PositionalEmbedding(reverse=True)`).
     """
-    found = {}
-    for top in layers:
-        for layer in top._flatten_layers(include_self=True):
-            if getattr(layer, "quantization_mode", None) != "int8":
-                continue
-            for name, dtype in (("_kernel", layer.compute_dtype), ("_embeddings", "float32")):
-                variable = getattr(layer, name, None)
-                if variable is not None and standardize_dtype(variable.dtype) == "int8":
-                    found[(id(variable), dtype)] = (variable, dtype)
-    return list(found.values())
+    found = []
+    for layer in _sublayers(layers):
+        if getattr(layer, "quantization_mode", None) != "int8":
+            continue
+        for name, dtype in (("_kernel", layer.compute_dtype), ("_embeddings", "float32")):
+            variable = getattr(layer, name, None)
+            if variable is not None and standardize_dtype(variable.dtype) == "int8":
+                found.append((variable, dtype))
+    return found
 
 
 def float_dense_with_bias(layers):
     """The float Dense layers with a bias among `layers` and their sublayers."""
-    found = {}
-    for top in layers:
-        for layer in top._flatten_layers(include_self=True):
-            if (isinstance(layer, keras.layers.Dense) and layer.quantization_mode is None
-                    and layer.use_bias):
-                found[id(layer)] = layer
-    return list(found.values())
+    return [layer for layer in _sublayers(layers) if isinstance(layer, keras.layers.Dense)
+            and layer.quantization_mode is None and layer.use_bias]
 
 
 @contextlib.contextmanager
@@ -183,19 +185,3 @@ def dense_call(dense, x):
     else:
         return dense(x)
     return dense.activation(y)
-
-
-def dense_heads(dense, x, shape):
-    """`dense(x)` reshaped to `shape`; a float Dense inside `in_place_writes()` adds its bias after the reshape.
-
-    Example:
-        >>> import keras, numpy as np
-        >>> dense = keras.layers.Dense(4)
-        >>> tuple(dense_heads(dense, np.ones((3, 2), "float32"), (-1, 2, 1, 2)).shape)
-        (3, 2, 1, 2)
-    """
-    if not writes_in_place() or dense.quantization_mode is not None or not dense.use_bias:
-        return ops.reshape(dense_call(dense, x), shape)
-    dtype = dense.compute_dtype
-    heads = ops.reshape(ops.matmul(x, ops.cast(dense.kernel, dtype)), shape)
-    return heads + ops.reshape(ops.cast(dense.bias, dtype), shape[1:])

@@ -11,7 +11,7 @@ from keras_tf.layers.cache_update import (
     position_axis, positions_first, update_at, write_position, writes_in_place,
     written_keys_values,
 )
-from keras_tf.layers.dense_call import dense_call, dense_heads, float_int8, int8_product
+from keras_tf.layers.dense_call import dense_call, float_int8, int8_product
 from keras_tf.layers.validation import check_last_dim, clone_initializer
 
 
@@ -432,7 +432,7 @@ class MultiHeadAttention(keras.layers.Layer):
             # lie, no transpose and no shape arithmetic. A oneDNN einsum or
             # batched matmul costs 0.1 ms a call, several times these.
             # query_heads: [batch, heads, 1, head_dim]
-            query_heads = dense_heads(self.query_dense, query,
+            query_heads = ops.reshape(dense_call(self.query_dense, query),
                                       (-1, self.num_heads, 1, self.head_dim))
             query_heads = query_heads * ops.cast(scale, query_heads.dtype)
             # scores: [batch, heads, source_length, 1]
