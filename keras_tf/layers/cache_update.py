@@ -81,8 +81,9 @@ def writes_in_place():
     """True inside `in_place_writes()`: the graph is traced for TensorFlow's graph executor, without XLA.
 
     Where the cheapest ops differ between the two, this says which to use:
-    oneDNN's batched matrix product costs about 0.1 ms a call on one row,
-    where XLA's is the fastest way to attend (`MultiHeadAttention.step_with_key_value`).
+    TensorFlow hands a batched matrix product to oneDNN, about 0.1 ms a call
+    on one row, unless it is a `BatchMatMulV3`
+    (`multi_head_attention.eigen_matmul`); XLA's is the fastest way to attend.
     """
     return _in_place()
 
