@@ -3,7 +3,8 @@ import numpy as np
 import pytest
 
 from keras_tf.layers import MultiHeadAttention, compute_attention_mask
-from keras_tf.layers.cache_update import new_cache
+from keras_tf.layers.cache_update import in_place_writes, new_cache
+from keras_tf.layers.multi_head_attention import swap_middle_axes
 from tests.helpers import copy_attention_weights, run_layer_checks, to_numpy
 
 D_MODEL, HEADS = 16, 4
@@ -154,6 +155,56 @@ def test_one_token_cross_attention_shares_a_sources_keys_among_its_group_of_rows
     np.testing.assert_allclose(to_numpy(shared), full, atol=1e-5)
     # A source's rows differ from each other: the test is not of one repeated row.
     assert np.abs(full[0] - full[1]).max() > 1e-3
+
+
+tensorflow_only = pytest.mark.skipif(
+    keras.backend.backend() != "tensorflow", reason="the export's forms are TensorFlow's"
+)
+
+
+@tensorflow_only
+def test_swap_middle_axes_is_the_transpose():
+    x = np.random.rand(2, 3, 5, 4).astype("float32")
+    with in_place_writes():
+        moved = to_numpy(swap_middle_axes(x))
+    np.testing.assert_array_equal(moved, x.transpose(0, 2, 1, 3))
+
+
+@tensorflow_only
+def test_self_attention_in_the_exports_form_equals_the_einsum_form():
+    """Inside `in_place_writes()`: heads moved by gathers, Eigen's products, the softmax written out."""
+    layer = MultiHeadAttention(HEADS, D_MODEL)
+    x = np.random.rand(2, 5, D_MODEL).astype("float32")
+    real = np.arange(5)[None, :] < np.array([[5], [3]])
+    mask = compute_attention_mask(x, x, real, real, causal=True)
+    layer(x)
+    output, weights = map(to_numpy, layer.call_with_attention_scores(x, attention_mask=mask))
+    with in_place_writes():
+        in_graph, in_graph_weights = map(
+            to_numpy, layer.call_with_attention_scores(x, attention_mask=mask))
+    np.testing.assert_allclose(in_graph, output, atol=1e-5)
+    np.testing.assert_allclose(in_graph_weights, weights, atol=1e-6)
+    # The mask is applied: a padded key gets no weight.
+    assert np.abs(in_graph_weights[1, :, :3, 3:]).max() < 1e-6
+
+
+@tensorflow_only
+def test_cross_attention_in_the_exports_form_equals_the_einsum_form():
+    """Keys and values moved by gathers, one row or a group of rows per source through Eigen's products."""
+    layer = MultiHeadAttention(HEADS, D_MODEL)
+    memory = np.random.rand(2, 5, D_MODEL).astype("float32")
+    real = np.arange(5)[None, :] < np.array([[5], [2]])
+    layer(memory[:, :1], memory)
+    key_value = [to_numpy(t) for t in layer.compute_key_value(memory)]
+    for group in (1, 3):
+        queries = np.random.rand(2 * group, D_MODEL).astype("float32")
+        expected = to_numpy(layer.step_with_key_value(queries, key_value, real, group=group))
+        with in_place_writes():
+            in_graph_key_value = [to_numpy(t) for t in layer.compute_key_value(memory)]
+            got = to_numpy(layer.step_with_key_value(queries, in_graph_key_value, real, group=group))
+        for ours, theirs in zip(in_graph_key_value, key_value):
+            np.testing.assert_array_equal(ours, theirs)
+        np.testing.assert_allclose(got, expected, atol=1e-5)
 
 
 def test_num_heads_must_divide_d_model():

@@ -8,9 +8,11 @@ how many.
 """
 
 import collections
+import os
 
 import pytest
 import tensorflow as tf
+from tensorflow.core.protobuf import saved_model_pb2
 
 from keras_tf.serving import loop_body_ops
 
@@ -99,3 +101,34 @@ def test_int8_step_reads_no_int8_weight(tied, int8_export, tied_int8_export):
 def test_xla_export_keeps_the_static_cache(xla_export):
     bodies = loop_body_ops(xla_export.export_dir)
     assert bodies and all(ops["InplaceUpdate"] == 0 for ops in bodies.values()), bodies
+
+
+def all_ops(export_dir):
+    """Every op of a SavedModel's graph and function library, by type.
+
+    A `Dense` on `[batch, length, width]` is a `tensordot`, whose `Transpose`
+    keeps the axes in order (Grappler drops it): counted as
+    `"Tensordot/transpose"`.
+    """
+    saved_model = saved_model_pb2.SavedModel()
+    with open(os.path.join(export_dir, "saved_model.pb"), "rb") as file:
+        saved_model.ParseFromString(file.read())
+    graph = saved_model.meta_graphs[0].graph_def
+    nodes = list(graph.node) + [n for f in graph.library.function for n in f.node_def]
+    return collections.Counter(
+        "Tensordot/transpose" if node.name.endswith("Tensordot/transpose") else node.op
+        for node in nodes
+    )
+
+
+def test_default_export_calls_no_fixed_cost_onednn_op(greedy_export, beam_export, int8_export):
+    """The encoder's and cross-attention's heads move by gathers, their products are Eigen's."""
+    for exported in (greedy_export, beam_export, int8_export):
+        ops = all_ops(exported.export_dir)
+        # einsum and matmul over 3 or more axes make these, which TensorFlow
+        # hands to oneDNN at 60-80 µs a call on one sentence.
+        assert ops["BatchMatMul"] == ops["BatchMatMulV2"] == ops["Einsum"] == 0, ops
+        # Encoder self-attention and the cross-attention: two each per block.
+        assert ops["BatchMatMulV3"] > 0, ops
+    # Greedy search transposes one tensor per request: the tied output table.
+    assert all_ops(greedy_export.export_dir)["Transpose"] <= 1
