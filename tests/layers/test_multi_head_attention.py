@@ -4,7 +4,7 @@ import pytest
 
 from keras_tf.layers import MultiHeadAttention, compute_attention_mask
 from keras_tf.layers.cache_update import in_place_writes, new_cache
-from keras_tf.layers.multi_head_attention import swap_middle_axes
+from keras_tf.layers.multi_head_attention import eigen_transpose
 from tests.helpers import copy_attention_weights, run_layer_checks, to_numpy
 
 D_MODEL, HEADS = 16, 4
@@ -163,16 +163,18 @@ tensorflow_only = pytest.mark.skipif(
 
 
 @tensorflow_only
-def test_swap_middle_axes_is_the_transpose():
-    x = np.random.rand(2, 3, 5, 4).astype("float32")
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+def test_eigen_transpose_is_the_transpose(dtype):
+    x = keras.ops.convert_to_numpy(keras.ops.cast(np.random.rand(2, 3, 5, 4, 6), dtype))
     with in_place_writes():
-        moved = to_numpy(swap_middle_axes(x))
-    np.testing.assert_array_equal(moved, x.transpose(0, 2, 1, 3))
+        moved = eigen_transpose(x, (2, 0, 3, 1, 4))
+    assert moved.dtype == x.dtype
+    np.testing.assert_array_equal(to_numpy(moved), x.transpose(2, 0, 3, 1, 4))
 
 
 @tensorflow_only
 def test_self_attention_in_the_exports_form_equals_the_einsum_form():
-    """Inside `in_place_writes()`: heads moved by gathers, Eigen's products, the softmax written out."""
+    """Inside `in_place_writes()`: Eigen's transposes and batched products."""
     layer = MultiHeadAttention(HEADS, D_MODEL)
     x = np.random.rand(2, 5, D_MODEL).astype("float32")
     real = np.arange(5)[None, :] < np.array([[5], [3]])
@@ -190,7 +192,7 @@ def test_self_attention_in_the_exports_form_equals_the_einsum_form():
 
 @tensorflow_only
 def test_cross_attention_in_the_exports_form_equals_the_einsum_form():
-    """Keys and values moved by gathers, one row or a group of rows per source through Eigen's products."""
+    """Keys and values moved by Eigen's transposes, one row or a group of rows per source through Eigen's products."""
     layer = MultiHeadAttention(HEADS, D_MODEL)
     memory = np.random.rand(2, 5, D_MODEL).astype("float32")
     real = np.arange(5)[None, :] < np.array([[5], [2]])

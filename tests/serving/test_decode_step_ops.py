@@ -104,7 +104,7 @@ def test_xla_export_keeps_the_static_cache(xla_export):
 
 
 def all_ops(export_dir):
-    """Every op of a SavedModel's graph and function library, by type.
+    """Every op of a SavedModel's graph and function library, by type; a `Transpose` by type and dtype.
 
     A `Dense` on `[batch, length, width]` is a `tensordot`, whose `Transpose`
     keeps the axes in order (Grappler drops it): counted as
@@ -116,13 +116,15 @@ def all_ops(export_dir):
     graph = saved_model.meta_graphs[0].graph_def
     nodes = list(graph.node) + [n for f in graph.library.function for n in f.node_def]
     return collections.Counter(
-        "Tensordot/transpose" if node.name.endswith("Tensordot/transpose") else node.op
+        "Tensordot/transpose" if node.name.endswith("Tensordot/transpose")
+        else f"Transpose {tf.as_dtype(node.attr['T'].type).name}" if node.op == "Transpose"
+        else node.op
         for node in nodes
     )
 
 
 def test_default_export_calls_no_fixed_cost_onednn_op(greedy_export, beam_export, int8_export):
-    """The encoder's and cross-attention's heads move by gathers, their products are Eigen's."""
+    """The encoder's and cross-attention's heads move by Eigen's transposes, their products are Eigen's."""
     for exported in (greedy_export, beam_export, int8_export):
         ops = all_ops(exported.export_dir)
         # einsum and matmul over 3 or more axes make these, which TensorFlow
@@ -130,5 +132,9 @@ def test_default_export_calls_no_fixed_cost_onednn_op(greedy_export, beam_export
         assert ops["BatchMatMul"] == ops["BatchMatMulV2"] == ops["Einsum"] == 0, ops
         # Encoder self-attention and the cross-attention: two each per block.
         assert ops["BatchMatMulV3"] > 0, ops
-    # Greedy search transposes one tensor per request: the tied output table.
-    assert all_ops(greedy_export.export_dir)["Transpose"] <= 1
+        # Heads move as integers (`eigen_transpose`): q, k and v and the
+        # context of the encoder block, the cross-attention keys and values.
+        assert ops["Transpose int32"] >= 4, ops
+    # A float transpose goes to oneDNN: greedy search runs one per request,
+    # of the tied output table.
+    assert all_ops(greedy_export.export_dir)["Transpose float32"] <= 1
