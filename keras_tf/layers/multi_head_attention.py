@@ -12,6 +12,7 @@ from keras_tf.layers.cache_update import (
     written_keys_values,
 )
 from keras_tf.layers.dense_call import dense_call, float_int8, int8_product
+from keras_tf.layers.graph_ops import eigen_matmul, eigen_transpose
 from keras_tf.layers.validation import check_last_dim, clone_initializer
 
 
@@ -583,36 +584,6 @@ class MultiHeadAttention(keras.layers.Layer):
             }
         )
         return config
-
-
-def eigen_matmul(a, b, transpose_b=False):
-    """`a @ b` (`a @ bᵀ` with `transpose_b`) over broadcast leading dimensions, for TensorFlow's graph executor.
-
-    Only inside `in_place_writes()`. TensorFlow hands `BatchMatMul` and
-    `BatchMatMulV2` (what `ops.matmul` and `ops.einsum` make) to oneDNN,
-    whose call costs about 0.1 ms even on a few hundred numbers;
-    `BatchMatMulV3` it leaves to Eigen's kernel: the cross-attention of a
-    decoding step at 20 source positions costs 7 µs against 102 at one
-    row, 49 against 129 at 32 (and against 9 and 84 for products and sums).
-    """
-    import tensorflow as tf  # only inside in_place_writes(), on the TensorFlow backend
-
-    return tf.raw_ops.BatchMatMulV3(x=a, y=b, Tout=a.dtype, adj_y=transpose_b)
-
-
-def eigen_transpose(x, perm):
-    """`ops.transpose(x, perm)` by Eigen's kernel, for TensorFlow's graph executor.
-
-    Only inside `in_place_writes()`. TensorFlow hands a float `Transpose`
-    to oneDNN, which costs 70 µs a call at `[1, 20, 4, 32]`; the same bits
-    as integers it moves with Eigen's kernel: 8.5 µs there, and 60 against
-    98 µs at `[32, 20, 4, 32]`.
-    """
-    import tensorflow as tf  # only inside in_place_writes(), on the TensorFlow backend
-
-    x = tf.convert_to_tensor(x)
-    bits = {2: tf.int16, 4: tf.int32, 8: tf.int64}[x.dtype.size]
-    return tf.bitcast(tf.transpose(tf.bitcast(x, bits), perm), x.dtype)
 
 
 def read_rows(heads, rows):

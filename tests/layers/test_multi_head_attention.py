@@ -4,7 +4,7 @@ import pytest
 
 from keras_tf.layers import MultiHeadAttention, compute_attention_mask
 from keras_tf.layers.cache_update import in_place_writes, new_cache
-from keras_tf.layers.multi_head_attention import eigen_transpose
+from keras_tf.layers.graph_ops import eigen_transpose
 from tests.helpers import copy_attention_weights, run_layer_checks, to_numpy
 
 D_MODEL, HEADS = 16, 4
