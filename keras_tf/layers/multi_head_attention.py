@@ -36,25 +36,13 @@ def fused_step_projections(layers):
     """
     fused = {}
     for layer in layers:
-        dense = (layer.query_dense, layer.key_dense, layer.value_dense)
-        scale = None
-        if any(d.quantization_mode is not None for d in dense):
-            int8 = [float_int8(d) for d in dense]
-            if any(weights is None for weights in int8) or len({w[2] for w in int8}) != 1:
-                continue  # each its own call (or quantizers that differ)
-            kernel = ops.concatenate([weights[0] for weights in int8], axis=1)
-            scale = (ops.concatenate([weights[1] for weights in int8], axis=-1), int8[0][2])
-        else:
-            kernel = ops.concatenate(
-                [ops.cast(d.kernel, layer.compute_dtype) for d in dense], axis=1
-            )
-        bias = None
-        if layer.use_bias:
+        weights = layer._fused_weights()
+        if weights is None:
+            continue  # each its own call
+        kernel, bias, scale = weights
+        if bias is not None:
             # [3 * d_model] -> [3, heads, head_dim], the shape it is added in
-            bias = ops.reshape(
-                ops.concatenate([ops.cast(d.bias, layer.compute_dtype) for d in dense]),
-                (3, layer.num_heads, layer.head_dim),
-            )
+            bias = ops.reshape(bias, (3, layer.num_heads, layer.head_dim))
         fused[id(layer)] = (kernel, bias, scale)
     before = getattr(_FUSED, "kernels", {})
     _FUSED.kernels = {**before, **fused}
@@ -186,16 +174,39 @@ class MultiHeadAttention(keras.layers.Layer):
 
     def _qkv(self, x):
         """q, k and v of `x` `[batch, length, d_model]` side by side: `[batch, length, 3 * d_model]`."""
-        dense = (self.query_dense, self.key_dense, self.value_dense)
-        if any(d.quantization_mode is not None for d in dense):
-            # A quantized Dense (`Seq2SeqTransformer.quantize`) holds integer
-            # kernels and scales its own outputs: one call per projection.
+        weights = self._fused_weights()
+        if weights is None:
+            dense = (self.query_dense, self.key_dense, self.value_dense)
             return ops.concatenate([dense_call(d, x) for d in dense], axis=-1)
-        kernel = ops.concatenate([ops.cast(d.kernel, self.compute_dtype) for d in dense], axis=1)
-        qkv = ops.matmul(x, kernel)
+        kernel, bias, scale = weights
+        qkv = ops.matmul(x, kernel) if scale is None else int8_product(x, kernel, *scale)
+        return qkv if bias is None else qkv + bias
+
+    def _fused_weights(self):
+        """`(kernel [d_model, 3 * d_model], bias [3 * d_model] or None, int8 scales or None)`: q, k and v as one product.
+
+        None where the three are quantized and each must be called: a
+        quantized Dense (`Seq2SeqTransformer.quantize`) holds integer kernels
+        and scales its own outputs. Only int8 ones in the export without XLA
+        (`dense_call.float_int8`) become one product, over their kernels as
+        float numbers, the input quantized once for the three.
+        """
+        dense = (self.query_dense, self.key_dense, self.value_dense)
+        scale = None
+        if any(d.quantization_mode is not None for d in dense):
+            int8 = [float_int8(d) for d in dense]
+            if any(weights is None for weights in int8) or len({w[2] for w in int8}) != 1:
+                return None  # each its own call (or quantizers that differ)
+            kernel = ops.concatenate([weights[0] for weights in int8], axis=1)
+            scale = (ops.concatenate([weights[1] for weights in int8], axis=-1), int8[0][2])
+        else:
+            kernel = ops.concatenate(
+                [ops.cast(d.kernel, self.compute_dtype) for d in dense], axis=1
+            )
+        bias = None
         if self.use_bias:
-            qkv = qkv + ops.concatenate([ops.cast(d.bias, self.compute_dtype) for d in dense])
-        return qkv
+            bias = ops.concatenate([ops.cast(d.bias, self.compute_dtype) for d in dense])
+        return kernel, bias, scale
 
     def _key_value_heads(self, value):
         """Keys and values of `value`: `[batch, 2, length, heads, head_dim]`."""

@@ -73,6 +73,26 @@ def test_int8_queries_keys_and_values_fused_equal_three_int8_calls():
     np.testing.assert_array_equal(outputs[0][1], outputs[1][1])
 
 
+def test_int8_encoder_queries_keys_and_values_are_one_product_with_keras_bits():
+    """The encoder's self-attention in the export: q, k and v of int8 layers from one quantization, Keras's bits."""
+    from keras_tf.layers import MultiHeadAttention
+
+    layer = MultiHeadAttention(num_heads=2, d_model=8)
+    layer(np.zeros((1, 3, 8), "float32"))
+    dense = (layer.query_dense, layer.key_dense, layer.value_dense)
+    for d in dense:
+        d.quantize("int8")
+    x = np.random.randn(2, 5, 8).astype("float32") * 3
+    with in_place_writes():
+        kernel, bias, scale = layer._fused_weights()
+        got = to_numpy(layer._qkv(x))
+    assert scale is not None and tuple(kernel.shape) == (8, 24)
+    expected = np.concatenate([to_numpy(d(x)) for d in dense], axis=-1)
+    np.testing.assert_array_equal(got, expected)
+    # Outside the export, three int8 calls: nothing to fuse.
+    assert layer._fused_weights() is None
+
+
 def test_step_weights_once_casts_each_int8_weight_of_the_step_and_no_other():
     """The export's int8 weights cast before the decoding loop: the same call, the same bits."""
     from keras_tf.layers import PositionalEmbedding
