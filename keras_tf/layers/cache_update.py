@@ -83,7 +83,7 @@ def writes_in_place():
     Where the cheapest ops differ between the two, this says which to use:
     TensorFlow hands a batched matrix product to oneDNN, about 0.1 ms a call
     on one row, unless it is a `BatchMatMulV3`
-    (`multi_head_attention.eigen_matmul`); XLA's is the fastest way to attend.
+    (`graph_ops.eigen_matmul`); XLA's is the fastest way to attend.
     """
     return _in_place()
 

@@ -14,12 +14,9 @@ there it is the faster (`benchmarks/serving_op_costs.py`).
 def eigen_matmul(a, b, transpose_b=False):
     """`a @ b` (`a @ bᵀ` with `transpose_b`) over broadcast leading dimensions, for TensorFlow's graph executor.
 
-    Only inside `in_place_writes()`. TensorFlow hands `BatchMatMul` and
-    `BatchMatMulV2` (what `ops.matmul` and `ops.einsum` make) to oneDNN,
-    whose call costs about 0.1 ms even on a few hundred numbers;
-    `BatchMatMulV3` it leaves to Eigen's kernel: the cross-attention of a
-    decoding step at 20 source positions costs 7 µs against 102 at one
-    row, 49 against 129 at 32 (and against 9 and 84 for products and sums).
+    A `BatchMatMulV3`, Eigen's: the cross-attention of a decoding step at
+    20 source positions costs 7 µs against oneDNN's 102 at one row, 49
+    against 129 at 32 (and against 9 and 84 for products and sums).
 
     Example:
         >>> import numpy as np
@@ -35,10 +32,8 @@ def eigen_matmul(a, b, transpose_b=False):
 def eigen_transpose(x, perm):
     """`ops.transpose(x, perm)` by Eigen's kernel, for TensorFlow's graph executor.
 
-    Only inside `in_place_writes()`. TensorFlow hands a float `Transpose`
-    to oneDNN, which costs 70 µs a call at `[1, 20, 4, 32]`; the same bits
-    as integers it moves with Eigen's kernel: 8.5 µs there, and 60 against
-    98 µs at `[32, 20, 4, 32]`.
+    The same bits moved as integers, by Eigen's kernel: 8.5 µs against
+    oneDNN's 70 at `[1, 20, 4, 32]`, 60 against 98 at `[32, 20, 4, 32]`.
 
     Example:
         >>> import numpy as np

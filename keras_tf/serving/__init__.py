@@ -27,6 +27,7 @@ from keras_tf.serving.export import (
     export,
     loop_body_ops,
     read_export_config,
+    saved_model_op_counts,
     saved_model_ops,
 )
 
@@ -44,5 +45,6 @@ __all__ = [
     "export",
     "loop_body_ops",
     "read_export_config",
+    "saved_model_op_counts",
     "saved_model_ops",
 ]

@@ -85,6 +85,33 @@ def _generate_ids(model, decoding, xla, encoder_tokens):
     return tokens, scores
 
 
+def _graph_def(export_dir):
+    """The `GraphDef` (its function library included) of a SavedModel's one MetaGraph."""
+    saved_model = saved_model_pb2.SavedModel()
+    with tf.io.gfile.GFile(os.path.join(export_dir, "saved_model.pb"), "rb") as file:
+        saved_model.ParseFromString(file.read())
+    return saved_model.meta_graphs[0].graph_def
+
+
+def saved_model_op_counts(export_dir, label=None):
+    """How many nodes of each op type a SavedModel's graph and its functions hold: a Counter.
+
+    `label(node_def)`, when given, names what is counted instead of the op
+    type (for example a `Transpose` with its dtype). A node that calls a
+    library function by its name is not counted.
+
+    Example:
+        >>> saved_model_op_counts(path)["InplaceUpdate"]  # doctest: +SKIP
+        8
+    """
+    graph_def = _graph_def(export_dir)
+    functions = {function.signature.name for function in graph_def.library.function}
+    nodes = [*graph_def.node, *(n for f in graph_def.library.function for n in f.node_def)]
+    return collections.Counter(
+        label(node) if label else node.op for node in nodes if node.op not in functions
+    )
+
+
 def saved_model_ops(export_dir):
     """The op types of a SavedModel's graph and of every function in its library.
 
@@ -92,15 +119,7 @@ def saved_model_ops(export_dir):
         >>> sorted(saved_model_ops(path))[:3]  # doctest: +SKIP
         ['AddV2', 'All', 'ArgMax']
     """
-    saved_model = saved_model_pb2.SavedModel()
-    with tf.io.gfile.GFile(os.path.join(export_dir, "saved_model.pb"), "rb") as file:
-        saved_model.ParseFromString(file.read())
-    graph_def = saved_model.meta_graphs[0].graph_def
-    ops = {node.op for node in graph_def.node}
-    for function in graph_def.library.function:
-        ops.update(node.op for node in function.node_def)
-    # A node may call a library function by its name.
-    return ops - {function.signature.name for function in graph_def.library.function}
+    return set(saved_model_op_counts(export_dir))
 
 
 def loop_body_ops(export_dir, label=None):
@@ -120,10 +139,7 @@ def loop_body_ops(export_dir, label=None):
         >>> sum(loop_body_ops(path).popitem()[1].values())  # doctest: +SKIP
         589
     """
-    saved_model = saved_model_pb2.SavedModel()
-    with tf.io.gfile.GFile(os.path.join(export_dir, "saved_model.pb"), "rb") as file:
-        saved_model.ParseFromString(file.read())
-    library = {f.signature.name: f for f in saved_model.meta_graphs[0].graph_def.library.function}
+    library = {f.signature.name: f for f in _graph_def(export_dir).library.function}
 
     def count(name):
         ops = collections.Counter()

@@ -8,13 +8,11 @@ how many.
 """
 
 import collections
-import os
 
 import pytest
 import tensorflow as tf
-from tensorflow.core.protobuf import saved_model_pb2
 
-from keras_tf.serving import loop_body_ops
+from keras_tf.serving import loop_body_ops, saved_model_op_counts
 
 # Ops of one step, constants and no-ops left out (Grappler folds or drops
 # them), for the serving tests' one-block transformer_tiny exports.
@@ -103,24 +101,21 @@ def test_xla_export_keeps_the_static_cache(xla_export):
     assert bodies and all(ops["InplaceUpdate"] == 0 for ops in bodies.values()), bodies
 
 
-def all_ops(export_dir):
-    """Every op of a SavedModel's graph and function library, by type; a `Transpose` by type and dtype.
+def transpose_dtype(node):
+    """A `Transpose` with its dtype.
 
     A `Dense` on `[batch, length, width]` is a `tensordot`, whose `Transpose`
-    keeps the axes in order (Grappler drops it): counted as
-    `"Tensordot/transpose"`.
+    keeps the axes in order (Grappler drops it): counted apart.
     """
-    saved_model = saved_model_pb2.SavedModel()
-    with open(os.path.join(export_dir, "saved_model.pb"), "rb") as file:
-        saved_model.ParseFromString(file.read())
-    graph = saved_model.meta_graphs[0].graph_def
-    nodes = list(graph.node) + [n for f in graph.library.function for n in f.node_def]
-    return collections.Counter(
-        "Tensordot/transpose" if node.name.endswith("Tensordot/transpose")
-        else f"Transpose {tf.as_dtype(node.attr['T'].type).name}" if node.op == "Transpose"
-        else node.op
-        for node in nodes
-    )
+    if node.name.endswith("Tensordot/transpose"):
+        return "Tensordot/transpose"
+    if node.op == "Transpose":
+        return f"Transpose {tf.as_dtype(node.attr['T'].type).name}"
+    return node.op
+
+
+def all_ops(export_dir):
+    return saved_model_op_counts(export_dir, label=transpose_dtype)
 
 
 def test_default_export_calls_no_fixed_cost_onednn_op(greedy_export, beam_export, int8_export):
