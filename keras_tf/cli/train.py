@@ -110,6 +110,13 @@ def add_arguments(parser):
         help="stop after N epochs without a gain in the --keep-best quantity",
     )
     parser.add_argument(
+        "--max-minutes", metavar="M", type=float,
+        help="a budget of training time: stop after the step in progress once M minutes "
+        "of training are spent, over the whole run (a resumed run adds to what it "
+        "trained before), keeping the best model and a backup that a larger budget "
+        "goes on from; default: none, every epoch",
+    )
+    parser.add_argument(
         "--init-from", metavar="DIR",
         help="fine-tune the model of this model directory (from keras-tf train or "
         "average): its tokenizers, config and weights; --preset, --tokenizer, "

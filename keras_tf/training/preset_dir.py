@@ -420,6 +420,7 @@ def _train_preset_dir(
         keep_best=keep_best,
         early_stopping=options.early_stopping,
         keep_checkpoints=options.keep_checkpoints,
+        max_minutes=options.max_minutes,
         initial_model=initial.backbone if initial is not None else None,
         lora_rank=lora_rank,
         lora_target_layer_names=tuple(lora_targets),

@@ -11,7 +11,7 @@ Files in `out_dir` (written by the chief only):
     model.keras                  the best model so far on the monitored loss
     backup/state.json            where the backup is (epoch, step), its weights
                                  file, the random and metric state, the best
-                                 value and the history so far
+                                 value, the history and the training time so far
     backup/epoch-NNNN[-step-SSSSSS].weights.h5
                                  model and optimizer variables after NNNN
                                  epochs (and SSSSSS steps of the next one)
@@ -48,7 +48,7 @@ from keras_tf.training.distribute import (
     resolve_jit_compile,
     worker_dir,
 )
-from keras_tf.training.callbacks import LearningRateMonitor
+from keras_tf.training.callbacks import LearningRateMonitor, TimeBudget, TrainingClock
 from keras_tf.models.losses import MaskedSparseCategoricalCrossentropy
 from keras_tf.models.metrics import MaskedTokenAccuracy
 from keras_tf.models.schedules import (
@@ -90,6 +90,7 @@ def train(
     keep_best="loss",
     early_stopping=None,
     keep_checkpoints=1,
+    max_minutes=None,
     initial_model=None,
     lora_rank=None,
     lora_target_layer_names=("query", "value"),
@@ -183,6 +184,16 @@ def train(
         keep_checkpoints: how many of the last epochs' weights files to keep
             in `out_dir/backup/`, for `keras_tf.training.averaging`.
             Defaults to 1: the backup alone.
+        max_minutes: a budget of training time for the whole run: once it
+            is spent, training stops after the step in progress (Keras then
+            validates the part epoch, which may still improve `model.keras`)
+            and backs up there, so that a call with a larger budget goes on
+            at the next unseen batch, and one with the same budget trains
+            nothing more. The time counts from the first step of each call
+            (its compile included, not the data's preparation) and adds to
+            what the backup records: an interrupted and resumed run trains
+            as long in total as an uninterrupted one, which is what an
+            equal-time comparison needs. Defaults to None: no budget.
         initial_model: a trained `Seq2SeqTransformer` of the same
             architecture to start from (fine-tuning), instead of fresh
             weights. A resumed run restores its own backup instead.
@@ -239,6 +250,13 @@ def train(
     if early_stopping is not None and (not isinstance(early_stopping, int) or early_stopping < 1):
         raise ValueError(
             f"early_stopping must be a positive integer; received early_stopping={early_stopping!r}"
+        )
+    if max_minutes is not None and not (
+        isinstance(max_minutes, (int, float)) and not isinstance(max_minutes, bool)
+        and math.isfinite(max_minutes) and max_minutes > 0
+    ):
+        raise ValueError(
+            f"max_minutes must be a finite number > 0 or None; received max_minutes={max_minutes!r}"
         )
     batches_per_update = checked_accumulation_steps(gradient_accumulation_steps)
     keras.utils.set_random_seed(seed)
@@ -309,8 +327,10 @@ def train(
         monitor, mode = KEEP_BEST[keep_best]
         if valid_set is None and keep_best == "loss":
             monitor = "loss"
+        clock = TrainingClock(state["train_seconds"] if state else 0.0)
         checkpointer = _Checkpointer(
             write_dir,
+            clock=clock,
             monitor=monitor,
             mode=mode,
             keep=keep_checkpoints,
@@ -327,15 +347,29 @@ def train(
             keras.callbacks.TerminateOnNaN(raise_error=True),  # keeps the last good backup
             LearningRateMonitor(getattr(schedule, "warmup_steps", None)),
             *([validation_bleu] if validation_bleu is not None else []),
-            checkpointer,
         ]
+        budget = None
+        if max_minutes is not None:
+            # Before the checkpointer, which backs up where it stops.
+            budget = TimeBudget(
+                max_minutes * 60, clock, any_worker=lambda flag: any_worker(strategy, flag)
+            )
+            builtin.append(budget)
+        builtin.append(checkpointer)
         stopper = None
         if early_stopping is not None:
             stopper = keras.callbacks.EarlyStopping(
                 monitor=monitor, mode=mode, patience=early_stopping
             )
             builtin.append(stopper)
-        for first_epoch, first_step, stop_epoch in _fit_calls(epoch, step, epochs):
+        calls = _fit_calls(epoch, step, epochs)
+        if budget is not None and calls and clock.seconds() >= budget.seconds:
+            logger.info(
+                "The time budget of %s minutes is spent (%.1f minutes trained): nothing more "
+                "to train; a larger max_minutes goes on", f"{max_minutes:g}", clock.seconds() / 60,
+            )
+            calls = []
+        for first_epoch, first_step, stop_epoch in calls:
             data, fit_steps = batches.stream(first_epoch, first_step, stop_epoch)
             checkpointer.first_step = first_step
             histories.append(
@@ -352,6 +386,12 @@ def train(
                 )
             )
             if stopper is not None and stopper.stopped_epoch:
+                break
+            if budget is not None and budget.stopped:
+                logger.info("%s", _budget_message(
+                    max_minutes, clock.seconds(), checkpointer.position, epochs,
+                    batches.steps_per_epoch,
+                ))
                 break
     finally:
         remove_worker_dir(write_dir, out_dir)
@@ -404,6 +444,20 @@ def _joined(histories, model):
         for key, values in part.history.items():
             history.history.setdefault(key, []).extend(values)
     return history
+
+
+def _budget_message(max_minutes, seconds, position, epochs, steps_per_epoch):
+    # Keras counts epochs and steps from 1 in its progress lines.
+    epoch, step = position
+    if step:
+        of_steps = f"/{steps_per_epoch}" if steps_per_epoch else ""
+        where = f"after step {step}{of_steps} of epoch {epoch + 1}/{epochs}"
+    else:
+        where = f"after epoch {epoch}/{epochs}"
+    return (
+        f"Stopped at the time budget of {max_minutes:g} minutes ({seconds / 60:.1f} minutes "
+        f"trained) {where}; the backup goes on from there with a larger max_minutes"
+    )
 
 
 def _resume_message(backup_dir, epoch, step, epochs, steps_per_epoch):
@@ -647,9 +701,10 @@ class _Checkpointer(keras.callbacks.Callback):
     call starts its first epoch (non-zero when it resumes inside an epoch).
     """
 
-    def __init__(self, directory, monitor, mode, keep, state, steps_per_epoch, batches_per_update,
-                 backup_every, strategy, element_spec):
+    def __init__(self, directory, clock, monitor, mode, keep, state, steps_per_epoch,
+                 batches_per_update, backup_every, strategy, element_spec):
         super().__init__()
+        self.clock = clock
         self.keep = keep
         self.batches_per_update = batches_per_update
         self.element_spec = element_spec
@@ -668,10 +723,17 @@ class _Checkpointer(keras.callbacks.Callback):
         self.metric_sums = state["metric_sums"] if state and state["step"] else None
         self.first_step = 0
         self.epoch = None
+        # The (epochs done, steps of the next) of the last backup, and its state.
+        self.position = (state["epoch"], state["step"]) if state else (0, 0)
+        self.state = None
+        self.stopped_inside_epoch = False
         self.last_backup = time.monotonic()
         # What the killed run wrote after its last backup is dropped.
         self._write_history()
         _write_curves(self.logs_dir, self.history)
+
+    def on_train_begin(self, logs=None):
+        self.clock.start()
 
     def on_epoch_begin(self, epoch, logs=None):
         self.epoch = epoch
@@ -686,6 +748,13 @@ class _Checkpointer(keras.callbacks.Callback):
         step = self.first_step + batch + 1  # steps done in this epoch
         if self.steps_per_epoch and step >= self.steps_per_epoch:
             return  # the epoch-end backup follows validation
+        if self.model.stop_training:
+            # A time budget stops the epoch here: back up now, while the
+            # metrics hold the epoch's sums (the validation Keras runs next
+            # resets them).
+            self.stopped_inside_epoch = True
+            self._back_up(self.epoch, step)
+            return
         if self.backup_every is not None:
             done = self.epoch * (self.steps_per_epoch or 0) + step
             due = done % self.backup_every == 0
@@ -708,6 +777,13 @@ class _Checkpointer(keras.callbacks.Callback):
         if better:
             self.best = value
             _write_atomically(self.model_path, self.model.save)
+        if self.stopped_inside_epoch:
+            # The part of an epoch a time budget ran: its validation may pick
+            # the model, but the epoch is not finished, and the backup stays
+            # where the budget stopped.
+            if better:
+                self._write_state({**self.state, "best": self.best})
+            return
         self.history.append({"epoch": epoch, **logs})
         self._back_up(epoch + 1, 0)
         self._write_history()
@@ -718,7 +794,7 @@ class _Checkpointer(keras.callbacks.Callback):
         weights = f"epoch-{epochs_done:04d}" + (f"-step-{step:06d}" if step else "")
         weights += ".weights.h5"
         _write_atomically(os.path.join(self.backup_dir, weights), self.model.save_weights)
-        state = {
+        self._write_state({
             "epoch": epochs_done,
             "step": step,
             "steps_per_epoch": self.steps_per_epoch,
@@ -728,11 +804,9 @@ class _Checkpointer(keras.callbacks.Callback):
             "seed_states": _values(_seed_states(self.model)),
             "metric_sums": _values(self.model.metrics_variables) if step else None,
             "history": self.history,
-        }
-        _write_atomically(
-            os.path.join(self.backup_dir, BACKUP_STATE),
-            lambda path: _write_text(path, json.dumps(state)),
-        )
+            "train_seconds": self.clock.seconds(),
+        })
+        self.position = (epochs_done, step)
         # Keep this backup's weights and those of the last `keep` epoch ends
         # (for averaging); delete the others.
         kept = {weights} | {f"epoch-{epochs_done - i:04d}.weights.h5" for i in range(self.keep)}
@@ -740,6 +814,14 @@ class _Checkpointer(keras.callbacks.Callback):
             if name.endswith(".weights.h5") and name not in kept:
                 tf.io.gfile.remove(os.path.join(self.backup_dir, name))
         self.last_backup = time.monotonic()
+
+    def _write_state(self, state):
+        """Commit the backup whose weights file `state` names."""
+        _write_atomically(
+            os.path.join(self.backup_dir, BACKUP_STATE),
+            lambda path: _write_text(path, json.dumps(state)),
+        )
+        self.state = state
 
     def _write_history(self):
         """history.csv: `epoch`, then the logs' keys in sorted order, as CSVLogger writes it."""
@@ -827,7 +909,8 @@ def _read_backup_state(backup_dir):
         state = json.loads(f.read())
     state["best"] = float(state["best"])  # json writes inf as Infinity
     for key, default in (("step", 0), ("steps_per_epoch", None), ("batches_per_update", 1),
-                         ("seed_states", []), ("metric_sums", None), ("history", [])):
+                         ("seed_states", []), ("metric_sums", None), ("history", []),
+                         ("train_seconds", 0.0)):
         state.setdefault(key, default)
     return state
 

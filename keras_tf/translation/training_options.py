@@ -11,6 +11,7 @@ calls.
 """
 
 import dataclasses
+import math
 import os
 
 from keras_tf.frozen_config import ConfigMethods, is_int, is_number
@@ -108,6 +109,12 @@ class TrainingOptions(ConfigMethods):
         replay_ratio: with a replay corpus (`train_preset_dir`'s
             `replay_corpus`), replayed pairs per training pair. Defaults to
             None: `REPLAY_RATIO`, 2.
+        max_minutes: a budget of training time: the run stops after the
+            step in progress once this many minutes of training are spent,
+            counted over the whole run (a resumed run goes on from the time
+            its backup records), keeping the best model and a backup from
+            which a larger budget goes on. Not fixed: a resume may change
+            it. Defaults to None: no budget.
 
     Example:
         >>> options = TrainingOptions(preset="transformer_tiny", epochs=2)
@@ -142,6 +149,7 @@ class TrainingOptions(ConfigMethods):
     early_stopping: int = None
     keep_checkpoints: int = 1
     replay_ratio: float = None
+    max_minutes: float = None
 
     def __post_init__(self):
         def set_field(name, value):
@@ -182,6 +190,10 @@ class TrainingOptions(ConfigMethods):
         if self.replay_ratio is not None and not (
                 is_number(self.replay_ratio) and self.replay_ratio > 0):
             fail("replay_ratio", "must be a number > 0")
+        if self.max_minutes is not None and not (
+                is_number(self.max_minutes) and math.isfinite(self.max_minutes)
+                and self.max_minutes > 0):
+            fail("max_minutes", "must be a finite number > 0")
         if self.mixed_precision not in (None, *MIXED_PRECISION_POLICIES):
             fail("mixed_precision", f"must be None or one of {list(MIXED_PRECISION_POLICIES)}")
         if self.keep_best not in (None, *KEEP_BEST):

@@ -374,7 +374,8 @@ class Seq2SeqTranslator(TokenMeanLossTracking, keras.Model):
                 `dropout`, `tokenizer`, `vocabulary_size`, `max_length`,
                 `tokenizer_model`, `init_from`, `lora_*`,
                 `mixed_precision`) and those of the run's files
-                (`keep_best`, `early_stopping`, `keep_checkpoints`) are
+                (`keep_best`, `early_stopping`, `keep_checkpoints`,
+                `max_minutes`) are
                 `keras_tf.training.train_preset_dir`'s: `fit` trains this
                 translator as it is. Defaults to None: `compile`'s recipe.
             **kwargs: passed to `keras.Model.fit` (`epochs`, `callbacks`, ...).

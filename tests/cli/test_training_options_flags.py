@@ -27,7 +27,7 @@ def test_the_flags_are_the_options_json_and_the_trainers_arguments(corpus, tmp_p
             "--steps", "5", "--label-smoothing", "0.2", "--learning-rate", "0.002",
             "--seed", "7", "--keep-best", "loss", "--early-stopping", "2",
             "--lora-rank", "2", "--lora-targets", "query,key", "--keep-checkpoints", "2",
-            *TRAIN_OPTIONS]
+            "--max-minutes", "1.5", *TRAIN_OPTIONS]
     with pytest.raises(_Stop):
         main(argv)
     ((stored, kwargs),) = seen
@@ -36,14 +36,15 @@ def test_the_flags_are_the_options_json_and_the_trainers_arguments(corpus, tmp_p
         preset="transformer_tiny", batch_size=16, vocabulary_size=48, max_length=16,
         warmup_steps=40, epochs=3, steps=5, label_smoothing=0.2, learning_rate=0.002, seed=7,
         keep_best="loss", early_stopping=2, lora_rank=2, lora_targets=("query", "key"),
-        keep_checkpoints=2,
+        keep_checkpoints=2, max_minutes=1.5,
     )
     # What the trainer runs with is what the file says.
     assert (kwargs["epochs"], kwargs["steps_per_epoch"], kwargs["label_smoothing"],
             kwargs["peak_learning_rate"], kwargs["warmup_steps"], kwargs["seed"],
             kwargs["keep_best"], kwargs["early_stopping"], kwargs["lora_rank"],
-            kwargs["lora_target_layer_names"], kwargs["keep_checkpoints"]) == (
-        3, 5, 0.2, 0.002, 40, 7, "loss", 2, 2, ("query", "key"), 2)
+            kwargs["lora_target_layer_names"], kwargs["keep_checkpoints"],
+            kwargs["max_minutes"]) == (
+        3, 5, 0.2, 0.002, 40, 7, "loss", 2, 2, ("query", "key"), 2, 1.5)
 
 
 def test_a_bad_label_smoothing_is_one_line_with_its_flag(corpus, tmp_path, capsys):
@@ -52,4 +53,14 @@ def test_a_bad_label_smoothing_is_one_line_with_its_flag(corpus, tmp_path, capsy
     assert main(argv) == 2
     (line,) = capsys.readouterr().err.splitlines()
     assert line == "keras-tf train: error: --label-smoothing 1.0: must be in [0, 1)"
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("value, shown", [("0", "0.0"), ("-3", "-3.0"), ("inf", "inf")])
+def test_a_bad_max_minutes_is_one_line_with_its_flag(corpus, tmp_path, capsys, value, shown):
+    argv = ["train", "--train", corpus["train"], "--out", str(tmp_path / "run"),
+            "--max-minutes", value, *TRAIN_OPTIONS]
+    assert main(argv) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line == f"keras-tf train: error: --max-minutes {shown}: must be a finite number > 0"
     assert not (tmp_path / "run").exists()

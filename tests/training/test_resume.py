@@ -168,3 +168,54 @@ def test_sigkill_while_writing_a_backup_resumes_from_the_previous_one(
     assert sum(counts.batches) == 2 * STEPS_PER_EPOCH - 3
     assert sorted(os.listdir(run.out_dir / "backup")) == ["epoch-0002.weights.h5", "state.json"]
     _assert_same_run(run, model, uninterrupted)
+
+
+def test_a_spent_time_budget_stops_after_the_step_and_a_larger_one_goes_on_exactly(
+    tmp_path, uninterrupted, caplog
+):
+    out_dir = tmp_path / "budget"
+    # A budget no step fits in: the run stops after its first step.
+    tiny = 1e-9
+    counts = BatchesPerEpoch()
+    with caplog.at_level(logging.INFO, logger="keras_tf.training.trainer"):
+        train(CONFIG, make_reverse_task(256), make_reverse_task(64, seed=1), out_dir=str(out_dir),
+              callbacks=[counts], max_minutes=tiny, **TRAIN_ARGS)
+    assert counts.batches == [1]
+    assert "Stopped at the time budget of 1e-09 minutes" in caplog.text
+    assert "after step 1/8 of epoch 1/2" in caplog.text
+    state = json.loads((out_dir / "backup" / "state.json").read_text())
+    # The backup is where it stopped, with the epoch's running sums, and no
+    # epoch is finished; the part epoch's validation picked the kept model.
+    assert (state["epoch"], state["step"]) == (0, 1) and state["metric_sums"] is not None
+    assert state["history"] == [] and not (out_dir / "history.csv").exists()
+    assert state["train_seconds"] > 0 and state["best"] < float("inf")
+    keras.models.load_model(out_dir / "model.keras")
+
+    # The same budget again: spent, nothing trained, the backup unchanged.
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="keras_tf.training.trainer"):
+        _, history = train(CONFIG, make_reverse_task(256), make_reverse_task(64, seed=1),
+                           out_dir=str(out_dir), max_minutes=tiny, **TRAIN_ARGS)
+    assert history.epoch == [] and "is spent" in caplog.text
+    assert json.loads((out_dir / "backup" / "state.json").read_text()) == state
+
+    # A larger budget goes on at step 2 and ends as the run never stopped.
+    counts = BatchesPerEpoch()
+    model, history = train(
+        CONFIG, make_reverse_task(256), make_reverse_task(64, seed=1), out_dir=str(out_dir),
+        callbacks=[counts], max_minutes=60, **TRAIN_ARGS,
+    )
+    assert sum(counts.batches) == 2 * STEPS_PER_EPOCH - 1 and history.epoch == [0, 1]
+    weights, history_csv = uninterrupted
+    for a, b in zip(model.get_weights(), weights):
+        np.testing.assert_array_equal(a, b)
+    assert (out_dir / "history.csv").read_text() == history_csv
+    final = json.loads((out_dir / "backup" / "state.json").read_text())
+    assert (final["epoch"], final["step"]) == (2, 0)
+    assert final["train_seconds"] > state["train_seconds"]
+
+
+def test_max_minutes_is_checked():
+    with pytest.raises(ValueError, match=r"max_minutes must be a finite number > 0 or None; "
+                       r"received max_minutes=0"):
+        train(CONFIG, make_reverse_task(64), out_dir="unused", max_minutes=0, **TRAIN_ARGS)

@@ -22,6 +22,7 @@ def test_options_json_round_trip(tmp_path):
         lora_targets=["query", "key"], mixed_precision="mixed_bfloat16", batch_tokens=256,
         epochs=3, steps=7, learning_rate=1e-3, warmup_steps=5, gradient_accumulation_steps=2,
         label_smoothing=0.2, seed=4, keep_best="loss", early_stopping=2, keep_checkpoints=3,
+        max_minutes=45,
     )
     presets.write_options(tmp_path, options, train_pairs=10, valid_pairs=0)
     stored = json.loads((tmp_path / presets.OPTIONS_FILE).read_text())
@@ -62,6 +63,12 @@ def test_an_options_json_from_before_a_field_existed_reads_its_default(tmp_path)
     (dict(learning_rate=0), "learning_rate=0: must be a number > 0"),
     (dict(keep_best="accuracy"), "keep_best='accuracy': must be None or one of ['bleu', 'loss']"),
     (dict(batch_size=8, batch_tokens=512), "batch_size=8 and batch_tokens=512: give one of them"),
+    (dict(max_minutes=0), "max_minutes=0: must be a finite number > 0"),
+    (dict(max_minutes=-1.5), "max_minutes=-1.5: must be a finite number > 0"),
+    (dict(max_minutes=float("inf")), "max_minutes=inf: must be a finite number > 0"),
+    (dict(max_minutes=float("nan")), "max_minutes=nan: must be a finite number > 0"),
+    (dict(max_minutes="45"), "max_minutes='45': must be a finite number > 0"),
+    (dict(max_minutes=True), "max_minutes=True: must be a finite number > 0"),
     (dict(init_from="run1", tokenizer_model="/spm.model"),
      "init_from='run1' and tokenizer_model='/spm.model': fine-tuning keeps the model's own "
      "tokenizers; give one of them"),
@@ -110,12 +117,14 @@ def test_a_resume_repeats_the_fixed_options(corpus, tmp_path, monkeypatch):
     train_preset_dir(out, corpus, jit_compile=False, **FIRST)  # keyword options, as before
     first = presets.read_options(out)
     assert first == TrainingOptions(**FIRST)
-    # The same recipe as an object, with more epochs and another smoothing: they fix nothing.
-    again = TrainingOptions(**FIRST).replace(epochs=2, label_smoothing=0.2)
+    # The same recipe as an object, with more epochs, another smoothing and a time
+    # budget: they fix nothing.
+    again = TrainingOptions(**FIRST).replace(epochs=2, label_smoothing=0.2, max_minutes=30)
     train_preset_dir(out, corpus, options=again, jit_compile=False)
     assert presets.read_options(out) == again
     assert [call["epochs"] for call in trainer.calls] == [1, 2]
     assert [call["label_smoothing"] for call in trainer.calls] == [0.1, 0.2]
+    assert [call["max_minutes"] for call in trainer.calls] == [None, 30]
     # Another dropout changes the model: refused, naming it, before any training.
     with pytest.raises(OptionError) as caught:
         train_preset_dir(out, corpus, options=again.replace(dropout=0.1), jit_compile=False)
