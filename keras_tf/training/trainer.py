@@ -11,7 +11,8 @@ Files in `out_dir` (written by the chief only):
     model.keras                  the best model so far on the monitored loss
     backup/state.json            where the backup is (epoch, step), its weights
                                  file, the random and metric state, the best
-                                 value, the history and the training time so far
+                                 value, the history, the training time so far
+                                 and at each finished epoch's end
     backup/epoch-NNNN[-step-SSSSSS].weights.h5
                                  model and optimizer variables after NNNN
                                  epochs (and SSSSSS steps of the next one)
@@ -719,6 +720,9 @@ class _Checkpointer(keras.callbacks.Callback):
         self.mode = mode
         self.best = state["best"] if state else (math.inf if mode == "min" else -math.inf)
         self.history = list(state["history"]) if state else []
+        # The run's training time at each finished epoch's end (after its
+        # validation): the time axis of a learning curve.
+        self.epoch_seconds = list(state["epoch_train_seconds"]) if state else []
         # The loss and metric sums of an epoch resumed inside.
         self.metric_sums = state["metric_sums"] if state and state["step"] else None
         self.first_step = 0
@@ -785,6 +789,7 @@ class _Checkpointer(keras.callbacks.Callback):
                 self._write_state({**self.state, "best": self.best})
             return
         self.history.append({"epoch": epoch, **logs})
+        self.epoch_seconds.append(self.clock.seconds())
         self._back_up(epoch + 1, 0)
         self._write_history()
         _write_curves(self.logs_dir, self.history[-1:], append=True)
@@ -805,6 +810,7 @@ class _Checkpointer(keras.callbacks.Callback):
             "metric_sums": _values(self.model.metrics_variables) if step else None,
             "history": self.history,
             "train_seconds": self.clock.seconds(),
+            "epoch_train_seconds": self.epoch_seconds,
         })
         self.position = (epochs_done, step)
         # Keep this backup's weights and those of the last `keep` epoch ends
@@ -910,7 +916,7 @@ def _read_backup_state(backup_dir):
     state["best"] = float(state["best"])  # json writes inf as Infinity
     for key, default in (("step", 0), ("steps_per_epoch", None), ("batches_per_update", 1),
                          ("seed_states", []), ("metric_sums", None), ("history", []),
-                         ("train_seconds", 0.0)):
+                         ("train_seconds", 0.0), ("epoch_train_seconds", [])):
         state.setdefault(key, default)
     return state
 

@@ -213,6 +213,9 @@ def test_a_spent_time_budget_stops_after_the_step_and_a_larger_one_goes_on_exact
     final = json.loads((out_dir / "backup" / "state.json").read_text())
     assert (final["epoch"], final["step"]) == (2, 0)
     assert final["train_seconds"] > state["train_seconds"]
+    # The time axis of the learning curve: each finished epoch's end, in order.
+    first, second = final["epoch_train_seconds"]
+    assert state["train_seconds"] < first < second <= final["train_seconds"]
 
 
 def test_max_minutes_is_checked():
