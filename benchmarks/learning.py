@@ -27,11 +27,30 @@ same way (`keras_tf.training.bleu.corpus_scores`, kept in OUT/results.json),
 and the script prints both per epoch, the epochs at which ours is at least
 the peer in BLEU, and the first epoch at which each reaches `--reach` BLEU.
 
+With `--peer opennmt-tf` the peer is OpenNMT-tf 2.32 instead, in its own
+virtual environment (benchmarks/opennmt_venv.sh makes it), run by
+benchmarks/opennmt_peer.py: its `--auto_config` recipe at our default
+preset's size, SentencePiece through its tokenizer configuration, its
+evaluation (BLEU, chrF) every `--onmt-eval-steps`, the average of its last
+checkpoints, beam search (its default) and greedy on the test split. With
+`--minutes M` both sides train for M minutes of training time: ours with
+`keras-tf train --max-minutes M`, each OpenNMT-tf setting for M minutes
+(benchmarks/opennmt_budget.py), one after the other. The settings: its
+untouched recipe (`recipe`: 3,072-token batches accumulated to 25,000,
+8,000 warm-up updates), `cpu` (2,048-token batches, no accumulation, our
+run's warm-up updates) and each `--onmt "KEY=VALUE ..."` (keys in
+`opennmt_peer.KEYS`). The script prints the validation BLEU of each side
+at a quarter, half, three quarters and all of the budget (ours greedy after
+each epoch, OpenNMT-tf's own evaluation), then the test scores with each
+side's default decoding and with greedy.
+
 It also draws OUT/learning.png: the validation BLEU and chrF of our runs
 by epoch, their test scores and the peer's (its validation curve dashed,
 when measured).
 
 Usage: python benchmarks/learning.py [--corpus bible|demo|reverse] [--epochs 3] [--max-pairs N]
+           [--peer keras-hub|opennmt-tf] [--minutes M] [--onmt "KEY=VALUE ..."]
+           [--onmt-eval-steps N] [--onmt-venv DIR]
            [--test-pairs N] [--valid-pairs N] [--ours "--preset transformer_base"]
            [--peer-every-epoch] [--reach 10] [--seed 0] [--average-last N] [--out DIR]
            [--skip-peer] [--skip-ours] [--peer-checkpoint DIR] [--replot]
@@ -102,7 +121,7 @@ def subset(corpus, count):
 # --- ours: the command line ---
 
 
-def run_ours(name, extra, paths, epochs, out):
+def run_ours(name, extra, paths, epochs, out, beam_sizes=(1,)):
     model_dir = os.path.join(out, name)
     argv = ["train", "--train", paths["train"], "--valid", paths["valid"], "--out", model_dir,
             "--epochs", str(epochs), *extra]
@@ -110,7 +129,7 @@ def run_ours(name, extra, paths, epochs, out):
     start = time.perf_counter()
     assert keras_tf_main(argv) == 0
     seconds = time.perf_counter() - start
-    return evaluate_ours(model_dir, paths, out), seconds
+    return [evaluate_ours(model_dir, paths, out, beam) for beam in beam_sizes], seconds
 
 
 def average_ours(name, last, paths, out):
@@ -122,13 +141,16 @@ def average_ours(name, last, paths, out):
     return evaluate_ours(model_dir, paths, out)
 
 
-def evaluate_ours(model_dir, paths, out):
-    """`keras-tf evaluate --beam-size 1` of `model_dir` on the test split; the hypotheses."""
-    hypotheses = os.path.join(out, f"{os.path.basename(model_dir)}.hyp")
+def evaluate_ours(model_dir, paths, out, beam=1):
+    """`keras-tf evaluate --beam-size BEAM` of `model_dir` on the test split; the hypotheses.
+
+    Beam 4 is `evaluate`'s default decoding (with the model's length penalty).
+    """
+    hypotheses = os.path.join(out, f"{os.path.basename(model_dir)}-beam{beam}.hyp")
     buffer = _Capture()
     with contextlib.redirect_stdout(buffer):
         assert keras_tf_main(["evaluate", "--model", model_dir, "--test", paths["test"],
-                              "--beam-size", "1", "--output", hypotheses]) == 0
+                              "--beam-size", str(beam), "--output", hypotheses]) == 0
     with open(hypotheses, encoding="utf-8") as file:
         return [line.rstrip("\n") for line in file]
 
@@ -301,6 +323,119 @@ def run_peer(train, test, epochs, valid=None, seed=0, checkpoint=None):
     return peer_translate(model, text, test.sources), seconds, validation
 
 
+# --- the OpenNMT-tf peer ---
+
+
+def ours_schedule(out, name, epochs):
+    """(warm-up updates, peak learning rate) of our run OUT/<name>, from its backup and config."""
+    from keras_tf.models.schedules import paper_peak_learning_rate, planned_warmup_steps
+
+    with open(os.path.join(out, name, "backup", "state.json")) as file:
+        state = json.load(file)
+    with open(os.path.join(out, name, "config.json")) as file:
+        d_model = json.load(file)["d_model"]
+    updates = epochs * state["steps_per_epoch"] // state.get("batches_per_update", 1)
+    return planned_warmup_steps(updates), paper_peak_learning_rate(d_model)
+
+
+def ours_curve(out, name):
+    """`[(training seconds, val BLEU, val chrF)]` at each finished epoch of our run OUT/<name>."""
+    with open(os.path.join(out, name, "backup", "state.json")) as file:
+        state = json.load(file)
+    return [(seconds, row.get("val_bleu"), row.get("val_chrf"))
+            for seconds, row in zip(state["epoch_train_seconds"], state["history"])]
+
+
+def run_opennmt(args, splits, out, ours_name):
+    """Each OpenNMT-tf setting trained for `args.minutes`; `{label: (runs' outputs)}`.
+
+    Returns `{setting: {"curve": [(seconds, bleu, chrf)], "test": {decoding: hypotheses},
+    "seconds": wall seconds, "settings": {...}}}`.
+    """
+    import opennmt_peer
+    from keras_tf.models import get_preset
+
+    preset = get_preset("transformer_small")
+    model = {"d_model": preset.d_model, "num_heads": preset.num_heads, "d_ff": preset.d_ff,
+             "layers": preset.num_encoder_layers, "max_length": preset.max_target_length}
+    files = opennmt_peer.write_split_files(splits, os.path.join(out, "opennmt-data"))
+    vocabulary = args.onmt_vocabulary
+    if vocabulary is None and os.path.exists(os.path.join(out, ours_name, "config.json")):
+        with open(os.path.join(out, ours_name, "config.json")) as file:
+            vocabulary = json.load(file)["source_vocabulary_size"]  # ours: shared, 4 reserved ids
+    vocabulary = vocabulary or 8000
+    variants = [("recipe", {}),
+                ("cpu", {"batch_size": 2048, "effective_batch_size": None,
+                         "warmup_steps": "ours"})]
+    variants += [(f"onmt-{i + 1}", opennmt_peer.parse_variant(text))
+                 for i, text in enumerate(args.onmt)]
+    ours = None
+    results = {}
+    for label, settings in variants:
+        if "ours" in (settings.get("warmup_steps"), settings.get("peak")):
+            if ours is None:
+                ours = ours_schedule(out, ours_name, args.epochs)
+            warmup, peak = ours
+            if settings.get("warmup_steps") == "ours":
+                settings["warmup_steps"] = warmup
+            if settings.get("peak") == "ours":
+                d_model = 512 if settings.get("size") == "base" else model["d_model"]
+                settings["learning_rate"] = opennmt_peer.noam_scale_for_peak(
+                    peak, d_model, settings.get("warmup_steps", opennmt_peer.RECIPE["warmup_steps"]))
+                del settings["peak"]
+        if settings.get("tokenizer") == "ours":
+            settings["tokenizer"] = os.path.join(out, ours_name, "tokenizers", "shared.spm")
+        shown = {**opennmt_peer.RECIPE, **settings}
+        print(f"\n== OpenNMT-tf ({label}): {json.dumps(shown)}, {args.minutes:g} minutes", flush=True)
+        run = opennmt_peer.OpenNmtRun(os.path.join(out, f"opennmt-{label}"), files, settings, model,
+                                      vocabulary, args.onmt_eval_steps, venv=args.onmt_venv)
+        start = time.perf_counter()
+        evaluations = run.train(args.minutes)
+        seconds = time.perf_counter() - start
+        for row in evaluations:
+            print(f"  step {row['step']}, {row['seconds'] / 60:.1f} min: validation BLEU "
+                  f"{row.get('bleu', float('nan')):.2f}, chrF {row.get('chrf', float('nan')):.2f}")
+        test_sources = files["test"][0]
+        results[label] = {
+            "settings": shown,
+            "curve": [(row["seconds"], row.get("bleu"), row.get("chrf")) for row in evaluations],
+            "steps": evaluations[-1]["step"] if evaluations else None,
+            "seconds": seconds,
+            "test": {"averaged, beam 4": run.translate(test_sources, "test-avg-beam"),
+                     "averaged, greedy": run.translate(test_sources, "test-avg-greedy",
+                                                       greedy=True),
+                     "last, beam 4": run.translate(test_sources, "test-last-beam",
+                                                   averaged=False)},
+        }
+    return results
+
+
+def value_at(curve, seconds):
+    """The last validation BLEU of `curve` measured within `seconds` of training, or None."""
+    within = [bleu for at, bleu, _ in curve if at <= seconds and bleu is not None]
+    return within[-1] if within else None
+
+
+def curve_table(curves, minutes):
+    """Print validation BLEU of each curve at a quarter, half, three quarters and all of the budget."""
+    marks = [10, 20, 30, 45] if minutes == 45 else [minutes * f for f in (0.25, 0.5, 0.75, 1.0)]
+    names = list(curves)
+    print("\n| minutes of training | " + " | ".join(names) + " |")
+    print("|---" * (len(names) + 1) + "|")
+    for mark in marks:
+        cells = []
+        for name in names:
+            value = value_at(curves[name], mark * 60)
+            cells.append("-" if value is None else f"{value:.2f}")
+        print(f"| {mark:g} | " + " | ".join(cells) + " |")
+    # What stops a side within the budget: its last point may lie past it
+    # (the evaluation at the stop).
+    for name in names:
+        if curves[name]:
+            at, bleu, _ = curves[name][-1]
+            print(f"{name}: last validation at {at / 60:.1f} min, BLEU {bleu:.2f}")
+
+
 def plot(out, path):
     """Validation BLEU and chrF per epoch of our runs, with each run's test scores and the peer's.
 
@@ -408,10 +543,31 @@ def main():
                         help="score the peer on the validation split after each epoch")
     parser.add_argument("--reach", type=float, default=10.0, metavar="BLEU",
                         help="report the first epoch at which each reaches this validation BLEU")
+    parser.add_argument("--peer", choices=("keras-hub", "opennmt-tf"), default="keras-hub",
+                        help="the keras-hub script (default) or OpenNMT-tf 2.32 in its own venv")
+    parser.add_argument("--minutes", type=float, metavar="M",
+                        help="with --peer opennmt-tf: train each side for M minutes of training "
+                        "time (ours: keras-tf train --max-minutes M; --epochs plans its schedule)")
+    parser.add_argument("--onmt", action="append", default=[], metavar="KEY=VALUE ...",
+                        help="another OpenNMT-tf setting, e.g. \"batch_size=4096 "
+                        "warmup_steps=ours peak=ours\" (keys: opennmt_peer.KEYS)")
+    parser.add_argument("--onmt-eval-steps", type=int, default=500, metavar="N",
+                        help="OpenNMT-tf evaluates and saves a checkpoint every N steps "
+                        "(default: 500)")
+    parser.add_argument("--onmt-vocabulary", type=int, metavar="N",
+                        help="OpenNMT-tf's SentencePiece vocabulary; default: ours (its "
+                        "config.json), else 8000")
+    parser.add_argument("--onmt-venv", default=os.path.join(os.path.dirname(
+                        os.path.abspath(__file__)), ".opennmt-venv"), metavar="DIR",
+                        help="OpenNMT-tf's environment (default: benchmarks/.opennmt-venv)")
     parser.add_argument("--out", default="learning-benchmark")
     parser.add_argument("--replot", action="store_true",
                         help="only draw OUT/learning.png from an earlier run's results")
     args = parser.parse_args()
+    if args.minutes is not None and args.peer != "opennmt-tf":
+        parser.error("--minutes: only with --peer opennmt-tf")
+    if args.peer == "opennmt-tf" and args.minutes is None:
+        parser.error("--peer opennmt-tf: give --minutes, the budget of each run")
     if args.replot:
         print(plot(args.out, os.path.join(args.out, "learning.png")))
         return 0
@@ -431,24 +587,44 @@ def main():
     results, folders = {}, {}
     seed = ["--seed", str(args.seed)] if args.seed else []
     keep = ["--keep-checkpoints", str(args.average_last)] if args.average_last else []
-    variants = [("defaults", seed + keep)] + [(f"ours-{i + 1}", seed + shlex.split(extra))
-                                            for i, extra in enumerate(args.ours)]
+    budget = ["--max-minutes", f"{args.minutes:g}"] if args.minutes else []
+    variants = [("defaults", seed + keep + budget)] + [
+        (f"ours-{i + 1}", seed + budget + shlex.split(extra)) for i, extra in enumerate(args.ours)]
+    # With the OpenNMT-tf peer, each side's default decoding (ours: beam 4) and greedy.
+    beams = (1, 4) if args.peer == "opennmt-tf" else (1,)
     for name, extra in [] if args.skip_ours else variants:
-        hypotheses, seconds = run_ours(name, extra, paths, args.epochs, args.out)
+        decoded, seconds = run_ours(name, extra, paths, args.epochs, args.out, beams)
         label = f"{name} {' '.join(extra)}".strip()
-        results[label], folders[label] = (hypotheses, seconds), name
+        results[label], folders[label] = (decoded[0], seconds), name
+        if len(decoded) > 1:
+            results[f"{label}, beam 4 (its default)"] = (decoded[1], seconds)
         if args.average_last and name == "defaults":
             label = f"defaults, average of the last {args.average_last}"
             results[label] = (average_ours(name, args.average_last, paths, args.out), seconds)
     peer_validation = None
-    if not args.skip_peer:
+    onmt = {}
+    if args.peer == "opennmt-tf" and not args.skip_peer:
+        onmt = run_opennmt(args, {"train": train, "valid": valid, "test": test}, args.out,
+                           "defaults")
+        for setting, row in onmt.items():
+            for decoding, hypotheses in row["test"].items():
+                results[f"OpenNMT-tf {setting}, {decoding}"] = (hypotheses, row["seconds"])
+    if args.peer == "keras-hub" and not args.skip_peer:
         hypotheses, seconds, peer_validation = run_peer(
             train, test, args.epochs, valid if args.peer_every_epoch else None, seed=args.seed,
             checkpoint=args.peer_checkpoint)
         results["keras-hub peer"] = (hypotheses, seconds)
 
-    print(f"\n{title}, {len(train)} training pairs, {args.epochs} epochs, "
-          f"{len(test)} test pairs, greedy decoding")
+    if args.minutes:
+        curves = {} if args.skip_ours else {"ours (greedy)": ours_curve(args.out, "defaults")}
+        curves.update({f"OpenNMT-tf {setting} (its eval)": row["curve"]
+                       for setting, row in onmt.items()})
+        print(f"\nValidation BLEU ({len(valid)} pairs) by minutes of training, "
+              f"{args.minutes:g} minutes each:")
+        curve_table(curves, args.minutes)
+    budget_text = f"{args.minutes:g} minutes each" if args.minutes else f"{args.epochs} epochs"
+    print(f"\n{title}, {len(train)} training pairs, {budget_text}, "
+          f"{len(test)} test pairs, greedy decoding unless named")
     print(f"{'run':<48} {'BLEU':>6} {'chrF':>6} {'exact %':>8} {'train s':>8}")
     summary = {}
     for name, (hypotheses, seconds) in results.items():
@@ -462,6 +638,17 @@ def main():
     if peer_validation is not None:
         summary["keras-hub peer"]["valid_per_epoch"] = peer_validation.scores
         summary["keras-hub peer"]["valid_decoding_seconds"] = round(peer_validation.seconds)
+    if onmt:
+        best = max((name for name in summary if name.startswith("OpenNMT-tf")
+                    and name.endswith(", averaged, beam 4")), key=lambda n: summary[n]["bleu"])
+        peer = summary[best]["bleu"]
+        print(f"best OpenNMT-tf run with its default decoding: {best}, BLEU {peer:.2f}")
+        for name, row in summary.items():
+            if not name.startswith("OpenNMT-tf"):
+                print(f"{name}: BLEU {row['bleu'] - peer:+.2f} against it")
+        for setting, row in onmt.items():
+            summary[f"OpenNMT-tf {setting}, averaged, beam 4"].update(
+                settings=row["settings"], steps=row["steps"], valid_curve=row["curve"])
     if "keras-hub peer" in summary:
         peer = summary["keras-hub peer"]["bleu"]
         for name, row in summary.items():
@@ -478,6 +665,7 @@ def main():
                         peer_validation.scores, args.reach)
     with open(os.path.join(args.out, "results.json"), "w") as file:
         json.dump({"corpus": args.corpus, "pairs": len(train), "epochs": args.epochs,
+                   "minutes": args.minutes, "peer": args.peer,
                    "valid": len(valid), "test": len(test), "seed": args.seed, "results": summary}, file, indent=2)
     print(plot(args.out, os.path.join(args.out, "learning.png")))
     return 0

@@ -37,8 +37,10 @@ RECIPE = {"batch_size": 3072, "effective_batch_size": 25000, "warmup_steps": 800
 # What a variant may set (`--onmt "key=value ..."`): RECIPE's keys, and
 # `size`: "ours" (our default preset's d_model, heads, d_ff and layers) or
 # "base" (its TransformerBase); `peak`: "ours" scales Noam's learning rate
-# so that its peak, at the end of the warm-up, is our schedule's.
-KEYS = (*RECIPE, "size", "peak")
+# so that its peak, at the end of the warm-up, is our schedule's; `tokenizer`:
+# "own" (default, learned by its recipe) or "ours" (our run's SentencePiece
+# model, OUT/defaults/tokenizers/shared.spm, the same segmentation).
+KEYS = (*RECIPE, "size", "peak", "tokenizer")
 
 
 def write_split_files(splits, directory, source="en", target="fr"):
@@ -104,7 +106,7 @@ def parse_variant(text):
         key, _, value = word.partition("=")
         if key not in KEYS or not value:
             raise SystemExit(f"--onmt: {word!r}: expected KEY=VALUE with KEY one of {list(KEYS)}")
-        if value in ("ours", "base", "none"):
+        if value in ("ours", "own", "base", "none"):
             settings[key] = None if value == "none" else value
         else:
             settings[key] = float(value) if key in ("learning_rate", "dropout") else int(value)
@@ -123,7 +125,8 @@ class OpenNmtRun:
         directory: its folder (created).
         files: `write_split_files`'s paths.
         settings: RECIPE's keys and `size`, after `"ours"` values are resolved.
-        model: `{"d_model", "num_heads", "d_ff", "layers"}` of our default preset.
+        model: `{"d_model", "num_heads", "d_ff", "layers", "max_length"}` of our
+            default preset.
         vocabulary_size: the SentencePiece vocabulary.
         eval_steps: evaluate (and save a checkpoint) every this many steps.
         venv: the OpenNMT-tf environment.
@@ -146,22 +149,57 @@ class OpenNmtRun:
         with open(self.log, "a", encoding="utf-8") as log:
             log.write(f"\n$ {' '.join(argv)}\n")
             log.flush()
+            # Its own environment alone: nothing of this process's PYTHONPATH.
+            env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
             completed = subprocess.run(argv, stdout=log, stderr=subprocess.STDOUT,
-                                       env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+                                       env=dict(env, TF_CPP_MIN_LOG_LEVEL="2"))
         if completed.returncode:
             with open(self.log, encoding="utf-8") as log:
                 tail = log.read()[-3000:]
             raise SystemExit(f"OpenNMT-tf failed ({' '.join(argv[:3])} ...):\n{tail}")
 
     def build_vocabulary(self):
-        """`onmt-build-vocab --sentencepiece`: one SentencePiece model and vocabulary for both sides."""
+        """One SentencePiece model and vocabulary for both sides, as `onmt-build-vocab --sentencepiece`.
+
+        That command learns the model with pyonmttok's `SentencePieceLearner`
+        (`keep_vocab=True`), then converts its vocabulary to OpenNMT-tf's
+        format. In one process with TensorFlow 2.13 the learner crashes
+        (a segmentation fault, here, 2026-12-07), so the two steps run in two:
+        the learner without TensorFlow, then `onmt-build-vocab --from_vocab`.
+        """
         prefix = os.path.join(self.directory, "sentencepiece")
-        if not os.path.isfile(prefix + ".vocab"):
+        vocabulary = prefix + ".onmt.vocab"
+        theirs = self.settings.get("tokenizer") not in (None, "own")
+        if theirs and not os.path.isfile(vocabulary):
+            # A model of ours: its pieces, as SentencePiece's .vocab lists them.
+            import shutil
+
+            import sentencepiece
+
+            shutil.copyfile(self.settings["tokenizer"], prefix + ".model")
+            processor = sentencepiece.SentencePieceProcessor(model_file=prefix + ".model")
+            with open(prefix + ".vocab", "w", encoding="utf-8", newline="\n") as file:
+                file.write("".join(f"{processor.id_to_piece(i)}\t{processor.get_score(i)}\n"
+                                   for i in range(processor.get_piece_size())))
+            self._run([os.path.join(self.bin, "onmt-build-vocab"), "--from_vocab",
+                       prefix + ".vocab", "--from_format", "sentencepiece",
+                       "--save_vocab", vocabulary])
+        if not os.path.isfile(vocabulary):
             train_source, train_target = self.files["train"]
-            self._run([os.path.join(self.bin, "onmt-build-vocab"), train_source, train_target,
-                       "--size", str(self.vocabulary_size), "--save_vocab", prefix,
-                       "--sentencepiece", "character_coverage=1.0"])
-        return prefix + ".model", prefix + ".vocab"
+            learn = (
+                "import sys, pyonmttok\n"
+                "learner = pyonmttok.SentencePieceLearner(keep_vocab=True, "
+                "vocab_size=int(sys.argv[1]), character_coverage=1.0)\n"
+                "for path in sys.argv[3:]:\n"
+                "    learner.ingest_file(path)\n"
+                "learner.learn(sys.argv[2])\n"
+            )
+            self._run([self.python, "-c", learn, str(self.vocabulary_size), prefix,
+                       train_source, train_target])
+            self._run([os.path.join(self.bin, "onmt-build-vocab"), "--from_vocab",
+                       prefix + ".vocab", "--from_format", "sentencepiece",
+                       "--save_vocab", vocabulary])
+        return prefix + ".model", vocabulary
 
     def write_config(self):
         """The model file and the YAML (as JSON) configuration; returns `(model_args, config)`."""
@@ -203,6 +241,9 @@ class OpenNmtRun:
             "params": {
                 "learning_rate": s.get("learning_rate", RECIPE["learning_rate"]),
                 "decay_params": {"model_dim": d_model, "warmup_steps": warmup},
+                # Ours' cap on a translation (the preset's max_target_length);
+                # its own is 250, which an untrained model decodes in full.
+                "maximum_decoding_length": self.model["max_length"],
             },
             "train": {
                 "batch_size": s.get("batch_size", RECIPE["batch_size"]),
