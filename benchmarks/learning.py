@@ -339,11 +339,18 @@ def ours_schedule(out, name, epochs):
 
 
 def ours_curve(out, name):
-    """`[(training seconds, val BLEU, val chrF)]` at each finished epoch of our run OUT/<name>."""
+    """`[(training seconds, val BLEU, val chrF)]` at each finished epoch of our run OUT/<name>.
+
+    And at the time budget's stop inside an epoch, when it stopped there.
+    """
     with open(os.path.join(out, name, "backup", "state.json")) as file:
         state = json.load(file)
-    return [(seconds, row.get("val_bleu"), row.get("val_chrf"))
-            for seconds, row in zip(state["epoch_train_seconds"], state["history"])]
+    curve = [(seconds, row.get("val_bleu"), row.get("val_chrf"))
+             for seconds, row in zip(state["epoch_train_seconds"], state["history"])]
+    stop = state.get("stopped_inside_epoch")  # the validation where the budget stopped
+    if stop:
+        curve.append((stop["train_seconds"], stop.get("val_bleu"), stop.get("val_chrf")))
+    return curve
 
 
 def run_opennmt(args, splits, out, ours_name):

@@ -389,9 +389,9 @@ def train(
             if stopper is not None and stopper.stopped_epoch:
                 break
             if budget is not None and budget.stopped:
+                stopped_at = checkpointer.state["train_seconds"]
                 logger.info("%s", _budget_message(
-                    max_minutes, clock.seconds(), checkpointer.position, epochs,
-                    batches.steps_per_epoch,
+                    max_minutes, stopped_at, checkpointer.position, epochs, batches.steps_per_epoch
                 ))
                 break
     finally:
@@ -784,9 +784,10 @@ class _Checkpointer(keras.callbacks.Callback):
         if self.stopped_inside_epoch:
             # The part of an epoch a time budget ran: its validation may pick
             # the model, but the epoch is not finished, and the backup stays
-            # where the budget stopped.
-            if better:
-                self._write_state({**self.state, "best": self.best})
+            # where the budget stopped. Its logs are kept beside it, at the
+            # training time of the stop: the last point of a learning curve.
+            stop = {"train_seconds": self.state["train_seconds"], **logs}
+            self._write_state({**self.state, "best": self.best, "stopped_inside_epoch": stop})
             return
         self.history.append({"epoch": epoch, **logs})
         self.epoch_seconds.append(self.clock.seconds())

@@ -189,6 +189,9 @@ def test_a_spent_time_budget_stops_after_the_step_and_a_larger_one_goes_on_exact
     assert (state["epoch"], state["step"]) == (0, 1) and state["metric_sums"] is not None
     assert state["history"] == [] and not (out_dir / "history.csv").exists()
     assert state["train_seconds"] > 0 and state["best"] < float("inf")
+    # The part epoch's validation, at the training time of the stop.
+    stop = state["stopped_inside_epoch"]
+    assert stop["train_seconds"] == state["train_seconds"] and stop["val_loss"] == state["best"]
     keras.models.load_model(out_dir / "model.keras")
 
     # The same budget again: spent, nothing trained, the backup unchanged.
