@@ -418,14 +418,21 @@ def run_opennmt(args, splits, out, ours_name):
 
 
 def value_at(curve, seconds):
-    """The last validation BLEU of `curve` measured within `seconds` of training, or None."""
+    """The last validation BLEU of `curve` known within `seconds` of training, or None.
+
+    A point's time is when its score was known: after its evaluation.
+    """
     within = [bleu for at, bleu, _ in curve if at <= seconds and bleu is not None]
     return within[-1] if within else None
 
 
 def curve_table(curves, minutes):
-    """Print validation BLEU of each curve at a quarter, half, three quarters and all of the budget."""
-    marks = [10, 20, 30, 45] if minutes == 45 else [minutes * f for f in (0.25, 0.5, 0.75, 1.0)]
+    """Print each curve's validation BLEU at 10, 20, 30 minutes (or quarters of the budget).
+
+    The last row is the model where the budget stopped, scored after the stop
+    (both sides evaluate it once training has ended).
+    """
+    marks = [10, 20, 30] if minutes == 45 else [minutes * f for f in (0.25, 0.5, 0.75)]
     names = list(curves)
     print("\n| minutes of training | " + " | ".join(names) + " |")
     print("|---" * (len(names) + 1) + "|")
@@ -435,12 +442,13 @@ def curve_table(curves, minutes):
             value = value_at(curves[name], mark * 60)
             cells.append("-" if value is None else f"{value:.2f}")
         print(f"| {mark:g} | " + " | ".join(cells) + " |")
-    # What stops a side within the budget: its last point may lie past it
-    # (the evaluation at the stop).
+    last = [curves[name][-1][1] if curves[name] else None for name in names]
+    print(f"| {minutes:g}, at the stop | "
+          + " | ".join("-" if value is None else f"{value:.2f}" for value in last) + " |")
     for name in names:
         if curves[name]:
             at, bleu, _ = curves[name][-1]
-            print(f"{name}: last validation at {at / 60:.1f} min, BLEU {bleu:.2f}")
+            print(f"{name}: stopped model scored at {at / 60:.1f} min, BLEU {bleu:.2f}")
 
 
 def plot(out, path):
@@ -476,7 +484,9 @@ def plot(out, path):
                                  label=f"keras-hub peer, test after {epochs} epochs")
                 continue
             folder = row.get("folder")
-            history = read_history(os.path.join(out, folder, "history.csv")) if folder else {}
+            path = os.path.join(out, folder, "history.csv") if folder else None
+            # A run stopped by its time budget inside its first epoch has no history.
+            history = read_history(path) if path and os.path.exists(path) else {}
             line = None
             if f"val_{metric}" in history:
                 x = np.arange(1, len(history[f"val_{metric}"]) + 1)

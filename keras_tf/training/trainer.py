@@ -784,9 +784,10 @@ class _Checkpointer(keras.callbacks.Callback):
         if self.stopped_inside_epoch:
             # The part of an epoch a time budget ran: its validation may pick
             # the model, but the epoch is not finished, and the backup stays
-            # where the budget stopped. Its logs are kept beside it, at the
-            # training time of the stop: the last point of a learning curve.
-            stop = {"train_seconds": self.state["train_seconds"], **logs}
+            # where the budget stopped. Its logs are kept beside it, with the
+            # training time once they are known (as `epoch_train_seconds`,
+            # after the validation): the last point of a learning curve.
+            stop = {"train_seconds": self.clock.seconds(), **logs}
             self._write_state({**self.state, "best": self.best, "stopped_inside_epoch": stop})
             return
         self.history.append({"epoch": epoch, **logs})
