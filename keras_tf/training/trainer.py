@@ -697,8 +697,9 @@ class _Checkpointer(keras.callbacks.Callback):
     older weights files are deleted after it.
 
     Backups happen after every `backup_every` steps of the run (or every
-    `BACKUP_INTERVAL_S` seconds when it is None) and at each epoch end,
-    after validation. `first_step` is the step at which the current `fit`
+    `BACKUP_INTERVAL_S` seconds when it is None), at each epoch end, after
+    validation, and at the step where a `TimeBudget` (before it in the
+    callbacks) stops the epoch. `first_step` is the step at which the current `fit`
     call starts its first epoch (non-zero when it resumes inside an epoch).
     """
 
