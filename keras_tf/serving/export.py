@@ -366,7 +366,7 @@ def export(
     with tempfile.TemporaryDirectory() as assets_dir:
         tokenizers.save(assets_dir)
         with open(os.path.join(assets_dir, CONFIG_FILENAME), "w", encoding="utf-8") as file:
-            json.dump(config, file, indent=2, ensure_ascii=False)
+            json.dump(config, file, indent=2, ensure_ascii=False, allow_nan=False)
             file.write("\n")
         asset_paths = sorted(os.path.join(assets_dir, name) for name in os.listdir(assets_dir))
 
