@@ -57,8 +57,8 @@ def add_arguments(parser):
     )
     parser.add_argument(
         "--length-penalty", metavar="A", type=float, default=None,
-        help="beam search's length penalty alpha, in the preset's style (GNMT or len^alpha); "
-        "default: the preset's (decoding.json), else 0.6",
+        help="beam search's length penalty alpha, in [-10, 10], in the preset's style (GNMT or "
+        "len^alpha); default: the preset's (decoding.json), else 0.6",
     )
     add_quantize_argument(parser)
     parser.add_argument(
@@ -92,6 +92,8 @@ def run(args):
     from keras_tf.cli.batch_translation import decoding_for
     from keras_tf.cli.model_dir import check_model_dir, load_model_dir
 
+    # The checks that need no model first: the decoding flags are DecodingConfig's to check.
+    decoding_for(args.beam_size, max_length=args.max_length, length_penalty=args.length_penalty)
     check_model_dir(args.model)
     if args.format == "ctranslate2":
         return run_ctranslate2(args)
