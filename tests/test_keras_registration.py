@@ -1,8 +1,8 @@
-"""`keras_tf.keras_registration.REGISTERING_MODULES` lists every module that registers a class."""
+"""`keras_tf.REGISTERING_MODULES` lists every module that registers a class."""
 
 import pathlib
 
-from keras_tf.keras_registration import REGISTERING_MODULES
+from keras_tf import REGISTERING_MODULES
 
 PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "keras_tf"
 
