@@ -26,6 +26,7 @@ import os
 import shutil
 import tempfile
 
+from keras_tf.atomic_files import user_named
 from keras_tf.cli.errors import UserError, int_in_range
 from keras_tf.cli.model_dir import add_quantize_argument
 from keras_tf.cli.outputs import write_folder
@@ -116,25 +117,39 @@ def run(args):
         print(_export(trained.translator, model_base_path, version, decoding, args))
         return 0
     # Exported beside, under a hidden name TF Serving ignores, then swapped in.
-    holder = tempfile.mkdtemp(prefix=f".{version}.overwrite-", dir=model_base_path)
+    try:
+        holder = tempfile.mkdtemp(prefix=f".{version}.overwrite-", dir=model_base_path)
+    except OSError as error:
+        raise UserError(f"--out: cannot write in {model_base_path}: {error.strerror}") from None
     try:
         write_folder(version_dir, lambda path: os.rename(
-            _export(trained.translator, holder, version, decoding, args), path))
+            _export(trained.translator, holder, version, decoding, args, named=model_base_path),
+            path))
     finally:
         shutil.rmtree(holder, ignore_errors=True)
     print(version_dir)
     return 0
 
 
-def _export(translator, model_base_path, version, decoding, args):
-    """`translator.export`; a folder TensorFlow cannot write is a `UserError`."""
+def _export(translator, model_base_path, version, decoding, args, named=None):
+    """`translator.export`; a folder TensorFlow cannot write is a `UserError`.
+
+    `named`: the folder the user gave, named in the message instead of
+    `model_base_path` when that is a staging folder beside it.
+    """
     import tensorflow as tf
 
     try:
         return translator.export(model_base_path, version=version, decoding=decoding,
                                  xla=args.xla, warmup=args.warmup)
     except (tf.errors.PermissionDeniedError, tf.errors.FailedPreconditionError) as error:
-        raise UserError(f"--out: {error.message}") from None
+        message = error.message if named is None else error.message.replace(
+            model_base_path, named)
+        raise UserError(f"--out: {message}") from None
+    except OSError as error:
+        if named is not None:
+            error = user_named(error, model_base_path, named)
+        raise UserError(f"--out: {error}") from None
 
 
 def check_max_length(args, translator):

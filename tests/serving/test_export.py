@@ -192,3 +192,16 @@ def test_bad_arguments_get_clear_errors(greedy_export):
         Seq2SeqTranslator(smaller, Seq2SeqPreprocessor(tokenizers, 8, 8))
     with pytest.raises(ValueError, match="source tokenizer has 64 ids but the model's"):
         export(smaller, tokenizers, "unused")
+
+
+def test_a_failed_export_names_the_folder_asked_for_not_its_staging_name():
+    from keras_tf.serving.export import _naming
+
+    staging, target = "models/translator/.tmp-3-0a1b", "models/translator/3"
+    error = tf.errors.PermissionDeniedError(None, None, f"{staging}/variables: Permission denied")
+    named = _naming(error, staging, target)
+    assert isinstance(named, tf.errors.PermissionDeniedError)
+    assert named.message == f"{target}/variables: Permission denied"
+    os_error = _naming(PermissionError(13, "Permission denied", f"{staging}/assets"), staging,
+                       target)
+    assert str(os_error) == f"[Errno 13] Permission denied: '{target}/assets'"
