@@ -85,3 +85,17 @@ def test_with_the_flag_they_need_they_pass(argv, tmp_path, capsys):
     status = main([arg.format(tmp=tmp_path) for arg in argv])
     _, err = capsys.readouterr()
     assert status == EXIT_USER_ERROR and ("no such" in err), err  # stopped at the missing input
+
+
+def test_an_opus_mt_folder_for_a_model_directory_names_import_marian(tmp_path, capsys):
+    import pathlib
+
+    marian = pathlib.Path(__file__).resolve().parents[1] / "fixtures" / "marian_tiny"
+    for argv in (["train", "--train", str(tmp_path / "none.tsv"), "--out", str(tmp_path / "run"),
+                  "--init-from", str(marian)],
+                 ["translate", "--model", str(marian)]):
+        status = main(argv)
+        err = capsys.readouterr().err
+        assert status == EXIT_USER_ERROR and len(err.splitlines()) == 1, err
+        assert "is an OPUS-MT (Hugging Face Marian) model" in err, err
+        assert f"keras-tf import-marian --model {marian} --out DIR" in err, err
