@@ -67,4 +67,4 @@ def test_translate_samples_repeatably_and_top_k_1_is_greedy(untrained_model_dir,
     assert main(["translate", "--model", untrained_model_dir, "--sampling", "top-p",
                  "--top-p", "1.5"]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("keras-tf translate: error: --sampling top-p: ") and err.count("\n") == 1
+    assert err == "keras-tf translate: error: --top-p 1.5: must be a number in (0, 1]\n"
