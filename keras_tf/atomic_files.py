@@ -45,6 +45,8 @@ def write_atomically(path, write):
             shutil.rmtree(old, ignore_errors=True)
         else:
             os.replace(temporary, path)
+    except OSError as error:
+        raise user_named(error, temporary, path) from None
     finally:
         if os.path.isdir(temporary):
             shutil.rmtree(temporary, ignore_errors=True)
@@ -52,9 +54,37 @@ def write_atomically(path, write):
             os.remove(temporary)
 
 
+def user_named(error, staging, path):
+    """`error` (an `OSError`) naming `path` where it named the staging name `staging` or a file in it.
+
+    A user asked for `path`: the temporary name it is written under is no
+    name of theirs.
+
+    Example:
+        >>> str(user_named(PermissionError(13, "Permission denied", "out/.partial-1-x"),
+        ...                "out/.partial-1-x", "out/model"))
+        "[Errno 13] Permission denied: 'out/model'"
+    """
+    names = []
+    for name in (error.filename, error.filename2):
+        if isinstance(name, (str, os.PathLike)):
+            name = os.fspath(name)
+            for staged in {staging, os.path.abspath(staging)}:
+                if name == staged or name.startswith(staged + os.sep):
+                    name = path + name[len(staged):]
+                    break
+        names.append(name)
+    if names == [error.filename, error.filename2]:
+        return error
+    if names[1] is None:
+        return type(error)(error.errno, error.strerror, names[0])
+    return type(error)(error.errno, error.strerror, names[0], None, names[1])
+
+
 def _dump_json(values, path):
     with open(path, "w", encoding="utf-8") as file:
-        json.dump(values, file, indent=2, ensure_ascii=False)
+        # No NaN or Infinity: they are not JSON, and no reader of ours expects them.
+        json.dump(values, file, indent=2, ensure_ascii=False, allow_nan=False)
         file.write("\n")
 
 

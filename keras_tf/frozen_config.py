@@ -4,6 +4,12 @@ And the two type checks their validation shares (`bool` is no number there).
 """
 
 import dataclasses
+import math
+
+# The largest whole-number setting: sizes, lengths and counts become int32 tensors.
+MAX_INT = 2**31 - 1
+# The largest seed: numpy's and Keras's seeds are 32-bit.
+MAX_SEED = 2**32 - 1
 
 
 def is_int(value):
@@ -19,6 +25,21 @@ def is_int(value):
 def is_number(value):
     """Whether `value` is an `int` or a `float` and not a `bool`."""
     return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def is_finite(value):
+    """Whether `value` is a number (`is_number`) and neither NaN nor infinite.
+
+    Example:
+        >>> is_finite(0.5), is_finite(float("nan")), is_finite(float("inf")), is_finite(10**400)
+        (True, False, False, False)
+    """
+    if not is_number(value):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:  # an int beyond any float
+        return False
 
 
 class ConfigMethods:

@@ -45,15 +45,16 @@ def require_tensorflow(feature):
 # `import tensorflow` loads its libraries, before TF_CPP_MIN_LOG_LEVEL is read.
 # On a machine with a CUDA library and no GPU, the first look at the devices
 # adds an ERROR line that only says so ("cuda_platform.cc:52] failed call to
-# cuInit: ..."); `import_quietly` looks at them while it listens. Running a
-# reloaded SavedModel adds an ERROR line that only says TensorFlow falls back
-# to its own int64 kernels ("util.cc:131] oneDNN supports DT_INT64 only on
+# cuInit: ..."); `import_quietly` and `quiet_tensorflow` look at them while they
+# listen. Running a reloaded SavedModel adds an ERROR line that only says
+# TensorFlow falls back to its own int32 or int64 kernels ("util.cc:131] oneDNN
+# supports DT_INT64 only on
 # platforms with AVX-512...", printed on CPUs that have AVX-512 too): the
 # command line drops it around such a run (`tensorflow_notices_dropped`).
 _START_UP_LINE = re.compile(
     r"^([IW]\d{4} \d\d:\d\d:\d+\.\d+ +\d+ [\w.]+:\d+\] |"
     r"E\d{4} \d\d:\d\d:\d+\.\d+ +\d+ cuda_platform\.cc:\d+\] failed call to cuInit: |"
-    r"E\d{4} \d\d:\d\d:\d+\.\d+ +\d+ util\.cc:\d+\] oneDNN supports DT_INT64 only |"
+    r"E\d{4} \d\d:\d\d:\d+\.\d+ +\d+ util\.cc:\d+\] oneDNN supports DT_INT(32|64) only |"
     r"WARNING: All log messages before absl::InitializeLog\(\) is called are written to STDERR$|"
     r"To enable the following instructions: )"
 )
@@ -217,4 +218,10 @@ def quiet_tensorflow():
     """
     keras = import_quietly("keras")
     quiet_first_import("tensorflow")
+    if "tensorflow" in sys.modules and not _wants_start_up_lines():
+        # TensorFlow came in before Keras (a command's own import, or
+        # TensorFlow's import of Keras) without the first look at the
+        # devices: CUDA's start-up line would come with the first op.
+        with tensorflow_notices_dropped():
+            sys.modules["tensorflow"].config.list_physical_devices("GPU")
     return keras

@@ -10,6 +10,8 @@ prints it as `keras-tf <command>: error: <message>` and exits with
 import argparse
 import os
 
+from keras_tf.frozen_config import MAX_INT
+
 # argparse's own exit status for a bad command line.
 EXIT_USER_ERROR = 2
 
@@ -31,25 +33,45 @@ def one_line(text):
 
 
 def int_in_range(low, high=None):
-    """An argparse `type`: an integer in `[low, high]` (`high=None`: no upper bound).
+    """An argparse `type`: an integer in `[low, high]` (`high=None`: up to int32's `MAX_INT`).
 
     Example:
         >>> int_in_range(1)("3")
         3
     """
     bound = f">= {low}" if high is None else f"in [{low}, {high}]"
+    most = MAX_INT if high is None else high
 
     def parse(text):
         try:
             value = int(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"expected an integer {bound}; received {text!r}")
-        if value < low or (high is not None and value > high):
+        if value < low:
             raise argparse.ArgumentTypeError(f"expected an integer {bound}; received {value}")
+        if value > most:
+            raise argparse.ArgumentTypeError(f"expected an integer <= {most}; received {value}")
         return value
 
     parse.__name__ = "integer"
     return parse
+
+
+class StoreGiven(argparse.Action):
+    """argparse's `store`, noting that the flag was given (`given(args, dest)`).
+
+    For a flag that only works with another: its default stays in the help
+    and in `args`, and the command still knows whether the user typed it.
+    """
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        setattr(namespace, self.dest, values)
+        namespace.given_flags = getattr(namespace, "given_flags", frozenset()) | {self.dest}
+
+
+def given(args, dest):
+    """Whether the flag of `dest` (declared with `action=StoreGiven`) was on the command line."""
+    return dest in getattr(args, "given_flags", ())
 
 
 def readable_file(path, option):

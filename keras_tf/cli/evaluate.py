@@ -17,7 +17,7 @@ refused.
 import logging
 import sys
 
-from keras_tf.cli.errors import UserError, int_in_range
+from keras_tf.cli.errors import StoreGiven, UserError, given, int_in_range
 from keras_tf.cli.model_dir import add_quantize_argument
 
 
@@ -48,8 +48,9 @@ def add_arguments(parser):
         help="comma-separated sacreBLEU metrics among bleu, chrf, ter; bleu,chrf when not given",
     )
     parser.add_argument(
-        "--tokenize", choices=TOKENIZERS, default="13a",
-        help="BLEU's tokenizer (zh for Chinese targets, char for Japanese); default: 13a",
+        "--tokenize", choices=TOKENIZERS, default="13a", action=StoreGiven,
+        help="BLEU's tokenizer (zh for Chinese targets, char for Japanese), with --metrics "
+        "bleu (chrF and TER tokenize their own way); default: 13a",
     )
 
 
@@ -67,6 +68,11 @@ def metric_list(value):
     if unknown or not names:
         raise argparse.ArgumentTypeError(
             f"expected some of {','.join(METRICS)}, comma-separated; received {value!r}"
+        )
+    twice = sorted({name for name in names if names.count(name) > 1})
+    if twice:
+        raise argparse.ArgumentTypeError(
+            f"{', '.join(twice)} named more than once; received {value!r}"
         )
     return names
 
@@ -86,6 +92,11 @@ def run(args):
     from keras_tf.cli.model_dir import check_model_dir, load_model_dir
     from keras_tf.cli.outputs import check_output, write_output
 
+    if given(args, "tokenize") and "bleu" not in args.metrics:
+        raise UserError(
+            f"--tokenize {args.tokenize} is BLEU's tokenizer; --metrics "
+            f"{','.join(args.metrics)} does not use it: add bleu, or leave --tokenize out"
+        )
     check_model_dir(args.model)
     if args.n_best and not args.output:
         raise UserError("--n-best: give --output, the file the n-best list goes to")

@@ -26,6 +26,7 @@ import os
 import shutil
 import tempfile
 
+from keras_tf.atomic_files import user_named
 from keras_tf.cli.errors import UserError, int_in_range
 from keras_tf.cli.model_dir import add_quantize_argument
 from keras_tf.cli.outputs import write_folder
@@ -57,8 +58,8 @@ def add_arguments(parser):
     )
     parser.add_argument(
         "--length-penalty", metavar="A", type=float, default=None,
-        help="beam search's length penalty alpha, in the preset's style (GNMT or len^alpha); "
-        "default: the preset's (decoding.json), else 0.6",
+        help="beam search's length penalty alpha, in [-10, 10], in the preset's style (GNMT or "
+        "len^alpha); default: the preset's (decoding.json), else 0.6",
     )
     add_quantize_argument(parser)
     parser.add_argument(
@@ -92,6 +93,8 @@ def run(args):
     from keras_tf.cli.batch_translation import decoding_for
     from keras_tf.cli.model_dir import check_model_dir, load_model_dir
 
+    # The checks that need no model first: the decoding flags are DecodingConfig's to check.
+    decoding_for(args.beam_size, max_length=args.max_length, length_penalty=args.length_penalty)
     check_model_dir(args.model)
     if args.format == "ctranslate2":
         return run_ctranslate2(args)
@@ -114,25 +117,39 @@ def run(args):
         print(_export(trained.translator, model_base_path, version, decoding, args))
         return 0
     # Exported beside, under a hidden name TF Serving ignores, then swapped in.
-    holder = tempfile.mkdtemp(prefix=f".{version}.overwrite-", dir=model_base_path)
+    try:
+        holder = tempfile.mkdtemp(prefix=f".{version}.overwrite-", dir=model_base_path)
+    except OSError as error:
+        raise UserError(f"--out: cannot write in {model_base_path}: {error.strerror}") from None
     try:
         write_folder(version_dir, lambda path: os.rename(
-            _export(trained.translator, holder, version, decoding, args), path))
+            _export(trained.translator, holder, version, decoding, args, named=model_base_path),
+            path))
     finally:
         shutil.rmtree(holder, ignore_errors=True)
     print(version_dir)
     return 0
 
 
-def _export(translator, model_base_path, version, decoding, args):
-    """`translator.export`; a folder TensorFlow cannot write is a `UserError`."""
+def _export(translator, model_base_path, version, decoding, args, named=None):
+    """`translator.export`; a folder TensorFlow cannot write is a `UserError`.
+
+    `named`: the folder the user gave, named in the message instead of
+    `model_base_path` when that is a staging folder beside it.
+    """
     import tensorflow as tf
 
     try:
         return translator.export(model_base_path, version=version, decoding=decoding,
                                  xla=args.xla, warmup=args.warmup)
     except (tf.errors.PermissionDeniedError, tf.errors.FailedPreconditionError) as error:
-        raise UserError(f"--out: {error.message}") from None
+        message = error.message if named is None else error.message.replace(
+            model_base_path, named)
+        raise UserError(f"--out: {message}") from None
+    except OSError as error:
+        if named is not None:
+            error = user_named(error, model_base_path, named)
+        raise UserError(f"--out: {error}") from None
 
 
 def check_max_length(args, translator):

@@ -66,10 +66,22 @@ def check_model_dir(path, option="--model"):
         raise UserError(f"{option}: no such directory: {path}")
     for name in (MODEL_FILE, os.path.join(TOKENIZERS_DIR, TOKENIZERS_CONFIG)):
         if not os.path.isfile(os.path.join(path, name)):
+            _check_not_marian(path, option)
             raise UserError(
                 f"{option}: {path} is not a keras-tf model directory (no {name}); "
                 "`keras-tf train --out DIR` writes one"
             )
+
+
+def _check_not_marian(path, option):
+    """Raise `UserError` naming `keras-tf import-marian` if `path` is an OPUS-MT model folder."""
+    from keras_tf.translation.presets import is_marian_preset
+
+    if is_marian_preset(path):
+        raise UserError(
+            f"{option}: {path} is an OPUS-MT (Hugging Face Marian) model, not a keras-tf model "
+            f"directory; convert it first: keras-tf import-marian --model {path} --out DIR"
+        )
 
 
 def add_quantize_argument(parser):

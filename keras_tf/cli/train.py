@@ -28,6 +28,7 @@ import time
 
 from keras_tf.cli.errors import UserError, int_in_range
 from keras_tf.cli.targets import add_overwrite_argument
+from keras_tf.frozen_config import MAX_SEED
 
 TOKENIZERS = ("sentencepiece", "wordpiece")
 STRATEGIES = ("default", "mirrored", "multi-worker")
@@ -143,9 +144,9 @@ def add_arguments(parser):
         "holds the merged kernels",
     )
     parser.add_argument(
-        "--lora-targets", metavar="NAMES", default="query,value",
-        help="comma-separated Dense layers LoRA adapts (query, key, value, "
-        "attention_output, inner_dense, output_dense); query,value when not given",
+        "--lora-targets", metavar="NAMES",
+        help="with --lora-rank, the comma-separated Dense layers LoRA adapts (query, key, "
+        "value, attention_output, inner_dense, output_dense); query,value when not given",
     )
     parser.add_argument(
         "--tokenizer-model", metavar="FILE", nargs="+",
@@ -161,7 +162,9 @@ def add_arguments(parser):
         "--skip-bad-lines", action="store_true",
         help="skip malformed TSV lines (and report their count) instead of stopping",
     )
-    parser.add_argument("--seed", metavar="N", type=int_in_range(0), default=0, help="default: 0")
+    parser.add_argument(
+        "--seed", metavar="N", type=int_in_range(0, MAX_SEED), default=0, help="default: 0"
+    )
     parser.add_argument(
         "--mixed-precision", nargs="?", const="bfloat16", choices=sorted(MIXED_PRECISION),
         help="compute in bfloat16 (the default when given without a value) or float16 "
@@ -210,6 +213,8 @@ def _run(args, check_out):
     from keras_tf.training.preset_dir import check_same_options, train_preset_dir
 
     # The checks that need no data first, so a mistake costs no waiting.
+    if args.replay_ratio is not None and not args.replay_corpus:
+        raise UserError("--replay-ratio applies to --replay-corpus only; give both, or neither")
     check_preset(args.preset)
     if args.init_from is not None:
         check_model_dir(args.init_from, option="--init-from")
@@ -276,6 +281,13 @@ def training_options(args):
 
 
 def _lora_targets(args):
+    """The names of --lora-targets; TrainingOptions' default without it; one line without --lora-rank."""
+    from keras_tf.translation.training_options import TrainingOptions
+
+    if args.lora_targets is None:
+        return TrainingOptions.lora_targets
+    if args.lora_rank is None:
+        raise UserError("--lora-targets applies to --lora-rank only; give both, or neither")
     return [name.strip() for name in args.lora_targets.split(",") if name.strip()]
 
 

@@ -21,8 +21,13 @@ import itertools
 import logging
 import sys
 
-from keras_tf.cli.errors import UserError, int_in_range
+from keras_tf.cli.errors import StoreGiven, UserError, given, int_in_range
 from keras_tf.cli.model_dir import add_quantize_argument
+from keras_tf.frozen_config import MAX_SEED
+
+# The sampling flags -> the --sampling methods that read them.
+SAMPLING_FLAGS = {"top_k": ("top-k",), "top_p": ("top-p",), "temperature": ("top-k", "top-p"),
+                  "seed": ("top-k", "top-p")}
 
 
 def add_arguments(parser):
@@ -46,18 +51,20 @@ def add_arguments(parser):
         "set of probability mass P (top-p) at every step; --beam-size is then unused",
     )
     parser.add_argument(
-        "--top-k", metavar="K", type=int_in_range(1), default=50,
-        help="with --sampling top-k; default: 50",
+        "--top-k", metavar="K", type=int_in_range(1), default=50, action=StoreGiven,
+        help="with --sampling top-k, at most the target vocabulary size; default: 50 (the "
+        "vocabulary size when it is smaller)",
     )
     parser.add_argument(
-        "--top-p", metavar="P", type=float, default=0.9, help="with --sampling top-p; default: 0.9"
+        "--top-p", metavar="P", type=float, default=0.9, action=StoreGiven,
+        help="with --sampling top-p, in (0, 1]; default: 0.9",
     )
     parser.add_argument(
-        "--temperature", metavar="T", type=float, default=1.0,
-        help="divides the logits before sampling; default: 1.0",
+        "--temperature", metavar="T", type=float, default=1.0, action=StoreGiven,
+        help="with --sampling, divides the logits before sampling, in (0, 100]; default: 1.0",
     )
     parser.add_argument(
-        "--seed", metavar="S", type=int_in_range(0), default=0,
+        "--seed", metavar="S", type=int_in_range(0, MAX_SEED), default=0, action=StoreGiven,
         help="the seed of --sampling: the same input and seed give the same lines; default: 0",
     )
 
@@ -85,6 +92,10 @@ def run(args):
         translate_in_batches,
     )
 
+    # The checks that need no model first.
+    check_sampling_flags(args)
+    if args.n_best and args.sampling:
+        raise UserError("--n-best lists come from beam search; give no --sampling with it")
     if sys.stdin is None:  # `keras-tf translate <&-`: Python has no stdin to give
         raise UserError(
             "stdin is closed; give the sentences on it, one a line: "
@@ -96,8 +107,6 @@ def run(args):
     beam_size = max(args.beam_size, args.n_best, 2) if args.n_best else args.beam_size
     decoding = decoding_for(beam_size, translator.decoding)
     if args.sampling:
-        if args.n_best:
-            raise UserError("--n-best lists come from beam search; give no --sampling with it")
         decoding = sampling_for(args, decoding)
     batch_size = 1 if sys.stdin.isatty() else args.batch_size
     stdin = sys.stdin
@@ -123,7 +132,7 @@ def run(args):
             lines = translate_in_batches(
                 translator, batch, batch_size, decoding, pad_remainder=done > 0,
                 # One seed a chunk of stdin, drawn from --seed: the run repeats.
-                seed=args.seed + done if args.sampling else None,
+                seed=(args.seed + done) % (MAX_SEED + 1) if args.sampling else None,
             )
         for line in lines:
             sys.stdout.write(line + "\n")
@@ -137,15 +146,28 @@ def run(args):
     return 0
 
 
+def check_sampling_flags(args):
+    """Refuse a sampling flag that the command would ignore, and bad sampling values.
+
+    `--top-k 5` without `--sampling top-k` would run beam search: one line
+    names the flag it needs. The values are `DecodingConfig`'s to check
+    (`keras_tf.option_error.OptionError`, shown with the flags).
+    """
+    for dest, methods in SAMPLING_FLAGS.items():
+        if given(args, dest) and args.sampling not in methods:
+            flag = "--" + dest.replace("_", "-")
+            needs = " or ".join(f"--sampling {method}" for method in methods)
+            raise UserError(f"{flag} applies to {needs} only; give it with that, or leave it out")
+    if args.sampling:
+        sampling_for(args, None)
+
+
 def sampling_for(args, decoding):
-    """The `DecodingConfig` of `--sampling`, keeping the preset's max_length; one line if invalid."""
+    """The `DecodingConfig` of `--sampling`, keeping the preset's max_length (of `decoding`)."""
     from keras_tf.decoding import DecodingConfig
 
     method = {"top-k": "top_k", "top-p": "top_p"}[args.sampling]
-    try:
-        return DecodingConfig(
-            method=method, top_k=args.top_k, top_p=args.top_p, temperature=args.temperature,
-            max_length=decoding.max_length,
-        )
-    except ValueError as error:
-        raise UserError(f"--sampling {args.sampling}: {error}") from None
+    return DecodingConfig(
+        method=method, top_k=args.top_k if given(args, "top_k") else None, top_p=args.top_p,
+        temperature=args.temperature, max_length=None if decoding is None else decoding.max_length,
+    )

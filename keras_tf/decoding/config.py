@@ -9,10 +9,18 @@ longest output) are filled in.
 import dataclasses
 
 from keras_tf.decoding.beam_search import LENGTH_PENALTY_STYLES
-from keras_tf.frozen_config import ConfigMethods, is_int, is_number
+from keras_tf.frozen_config import MAX_INT, ConfigMethods, is_finite, is_int
+from keras_tf.option_error import OptionError
 from keras_tf.special_tokens import END_ID
 
 METHODS = ("greedy", "beam", "top_k", "top_p")
+# |length_penalty| at most: GNMT's ((5 + 512) / 6)^alpha overflows float32 from alpha ~ 20
+# (len^alpha from ~ 14 at 512 tokens).
+MAX_LENGTH_PENALTY = 10
+# top_k when none is given, at most the target vocabulary size.
+DEFAULT_TOP_K = 50
+# The hottest sampling: at temperature 100 the logits of a trained model are flat already.
+MAX_TEMPERATURE = 100
 
 
 @dataclasses.dataclass(frozen=True)
@@ -33,7 +41,9 @@ class DecodingConfig(ConfigMethods):
             strings are translated: a source keeps its first
             `max_source_length - 1` subword ids, the training pipeline's
             rule. Defaults to None: the model's `max_source_length`.
-        top_k: tokens kept by `"top_k"` sampling. Defaults to 50.
+        top_k: tokens kept by `"top_k"` sampling, at most the target
+            vocabulary size. Defaults to None: 50, or the whole vocabulary
+            when it is smaller (Hugging Face's bound).
         top_p: probability mass kept by `"top_p"` sampling. Defaults to 0.9.
         temperature: divides the logits before sampling. Defaults to 1.
         end_id: the token that ends a sequence; None generates exactly
@@ -47,7 +57,7 @@ class DecodingConfig(ConfigMethods):
         >>> DecodingConfig(method="sample")
         Traceback (most recent call last):
         ...
-        ValueError: DecodingConfig.method must be one of ('greedy', 'beam', 'top_k', 'top_p'); received method='sample'
+        keras_tf.option_error.OptionError: method='sample': must be one of ('greedy', 'beam', 'top_k', 'top_p')
     """
 
     method: str = "greedy"
@@ -56,62 +66,49 @@ class DecodingConfig(ConfigMethods):
     length_penalty_style: str = "gnmt"
     max_length: int = None
     max_source_length: int = None
-    top_k: int = 50
+    top_k: int = None
     top_p: float = 0.9
     temperature: float = 1.0
     end_id: int = END_ID
 
     def __post_init__(self):
-        # Checks that need no model; `resolve` adds the ones that do.
+        # Checks that need no model; `resolve` adds the ones that do. Each
+        # names its field: the command line shows it as its flag (OptionError).
+        def fail(name, reason):
+            raise OptionError([(name, getattr(self, name))], reason)
+
+        def whole(name, least):
+            value = getattr(self, name)
+            if not (is_int(value) and least <= value <= MAX_INT):
+                fail(name, f"must be a whole number in [{least}, {MAX_INT}]")
+
         if self.method not in METHODS:
-            raise ValueError(
-                f"DecodingConfig.method must be one of {METHODS}; received method={self.method!r}"
-            )
-        if not is_int(self.beam_size) or self.beam_size < 1:
-            raise ValueError(
-                "DecodingConfig.beam_size must be a positive integer; "
-                f"received beam_size={self.beam_size!r}"
-            )
-        if not is_number(self.length_penalty):
-            raise ValueError(
-                "DecodingConfig.length_penalty must be a number; "
-                f"received length_penalty={self.length_penalty!r}"
+            fail("method", f"must be one of {METHODS}")
+        whole("beam_size", 1)
+        if not (is_finite(self.length_penalty)
+                and -MAX_LENGTH_PENALTY <= self.length_penalty <= MAX_LENGTH_PENALTY):
+            fail(
+                "length_penalty",
+                f"must be a number in [-{MAX_LENGTH_PENALTY}, {MAX_LENGTH_PENALTY}] (beyond, "
+                "the penalty of a long output overflows float32)",
             )
         if self.length_penalty_style not in LENGTH_PENALTY_STYLES:
-            raise ValueError(
-                f"DecodingConfig.length_penalty_style must be one of {LENGTH_PENALTY_STYLES}; "
-                f"received length_penalty_style={self.length_penalty_style!r}"
+            fail("length_penalty_style", f"must be one of {LENGTH_PENALTY_STYLES}")
+        if self.max_length is not None:
+            whole("max_length", 1)
+        if self.max_source_length is not None:
+            whole("max_source_length", 2)  # END included
+        if self.top_k is not None:
+            whole("top_k", 1)
+        if not (is_finite(self.top_p) and 0.0 < self.top_p <= 1.0):
+            fail("top_p", "must be a number in (0, 1]")
+        if not (is_finite(self.temperature) and 0.0 < self.temperature <= MAX_TEMPERATURE):
+            fail(
+                "temperature",
+                f"must be a number in (0, {MAX_TEMPERATURE}] (above, sampling is uniform: noise)",
             )
-        if self.max_length is not None and (not is_int(self.max_length) or self.max_length < 1):
-            raise ValueError(
-                "DecodingConfig.max_length must be a positive integer (the number of tokens "
-                f"to generate) or None; received max_length={self.max_length!r}"
-            )
-        if self.max_source_length is not None and (
-            not is_int(self.max_source_length) or self.max_source_length < 2
-        ):
-            raise ValueError(
-                "DecodingConfig.max_source_length must be an integer >= 2 (END included) "
-                f"or None; received max_source_length={self.max_source_length!r}"
-            )
-        if not is_int(self.top_k) or self.top_k < 1:
-            raise ValueError(
-                f"DecodingConfig.top_k must be a positive integer; received top_k={self.top_k!r}"
-            )
-        if not is_number(self.top_p) or not 0.0 < self.top_p <= 1.0:
-            raise ValueError(
-                f"DecodingConfig.top_p must be in (0, 1]; received top_p={self.top_p!r}"
-            )
-        if not is_number(self.temperature) or not self.temperature > 0.0:
-            raise ValueError(
-                "DecodingConfig.temperature must be positive; "
-                f"received temperature={self.temperature!r}"
-            )
-        if self.end_id is not None and (not is_int(self.end_id) or self.end_id < 0):
-            raise ValueError(
-                "DecodingConfig.end_id must be a token id or None; "
-                f"received end_id={self.end_id!r}"
-            )
+        if self.end_id is not None:
+            whole("end_id", 0)
 
     def resolve(self, model_config):
         """These settings checked against a model, with its limits filled in.
@@ -145,10 +142,11 @@ class DecodingConfig(ConfigMethods):
                 f"beam_size={self.beam_size} needs 2 * beam_size <= the target vocabulary "
                 f"size {c.target_vocabulary_size}"
             )
-        if self.method == "top_k" and self.top_k > c.target_vocabulary_size:
-            raise ValueError(
-                f"top_k must be an integer in [1, {c.target_vocabulary_size}]; "
-                f"received top_k={self.top_k!r}"
+        top_k = min(DEFAULT_TOP_K, c.target_vocabulary_size) if self.top_k is None else self.top_k
+        if self.method == "top_k" and top_k > c.target_vocabulary_size:
+            raise OptionError(
+                [("top_k", top_k)],
+                f"must be at most the target vocabulary size, {c.target_vocabulary_size}",
             )
         if self.end_id is not None and self.end_id >= c.target_vocabulary_size:
             raise ValueError(
@@ -163,7 +161,7 @@ class DecodingConfig(ConfigMethods):
             length_penalty_style=self.length_penalty_style if self.method == "beam" else "gnmt",
             max_length=max_length,
             max_source_length=max_source_length,
-            top_k=self.top_k if self.method == "top_k" else 1,
+            top_k=top_k if self.method == "top_k" else 1,
             top_p=float(self.top_p) if self.method == "top_p" else 1.0,
             temperature=float(self.temperature) if sampling else 1.0,
             end_id=self.end_id,

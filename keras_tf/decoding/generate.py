@@ -30,6 +30,8 @@ from keras_tf.decoding.stages import cache_lengths, first_cache_length, grow_sel
 from keras_tf.layers.cache_update import update_at
 from keras_tf.layers.dense_call import step_weights_once
 from keras_tf.layers.multi_head_attention import fused_step_projections
+from keras_tf.frozen_config import MAX_SEED, is_int
+from keras_tf.option_error import OptionError
 from keras_tf.buckets import source_bucket, source_buckets  # noqa: F401  (re-exported by keras_tf.decoding)
 from keras_tf.special_tokens import END_ID, PAD_ID, START_ID
 
@@ -296,7 +298,7 @@ def generate(
     beam_size=4,
     length_penalty=0.6,
     length_penalty_style="gnmt",
-    top_k=50,
+    top_k=None,
     top_p=0.9,
     temperature=1.0,
     seed=None,
@@ -316,11 +318,13 @@ def generate(
         length_penalty: α of beam search's length penalty. Defaults to 0.6.
         length_penalty_style: `"gnmt"`, ((5 + len) / 6)^α (default), or
             `"power"`, len^α (Hugging Face's).
-        top_k: tokens kept by "top_k" sampling. Defaults to 50.
+        top_k: tokens kept by "top_k" sampling. Defaults to None: 50, or
+            the target vocabulary size when it is smaller.
         top_p: probability mass kept by "top_p" sampling. Defaults to 0.9.
         temperature: divides the logits before sampling. Defaults to 1.
-        seed: int seed of sampling; the same seed gives the same tokens.
-            Defaults to None (a fresh seed from numpy's global generator).
+        seed: int seed of sampling, in [0, 2**32 - 1]; the same seed gives
+            the same tokens. Defaults to None (a fresh seed from numpy's
+            global generator).
         return_all_beams: return all beam_size hypotheses of beam search,
             best first. Defaults to False (the best one).
         end_id: the token that ends a sequence; None generates exactly
@@ -350,6 +354,8 @@ def generate(
             f"decoding must be a keras_tf.decoding.DecodingConfig; received "
             f"{type(decoding).__name__}"
         )
+    if seed is not None and not (is_int(seed) and 0 <= seed <= MAX_SEED):
+        raise OptionError([("seed", seed)], f"must be a whole number in [0, {MAX_SEED}]")
     c = model.config
     settings = decoding.resolve(c)
     tokens = _check_encoder_tokens(model, encoder_tokens)

@@ -145,10 +145,12 @@ class Seq2SeqBackbone(TokenMeanLossTracking, keras.Model):
         `keras.saving.load_model(path, compile=False)`.
 
         Args:
-            rank: the factors' rank, a positive integer.
-            target_layer_names: names of the Dense layers to adapt; the
-                others in a block are "key" and "attention_output"
-                (attention), and "inner_dense" and "output_dense" (feed-forward).
+            rank: the factors' rank, a positive integer, at most the
+                smaller side of every adapted kernel (d_model).
+            target_layer_names: names of the Dense layers to adapt (a
+                list, or one name as a string); the others in a block are
+                "key" and "attention_output" (attention), and "inner_dense"
+                and "output_dense" (feed-forward).
             target_names: the first release's name of `target_layer_names`;
                 deprecated.
 
@@ -167,7 +169,33 @@ class Seq2SeqBackbone(TokenMeanLossTracking, keras.Model):
                 stacklevel=2,
             )
             target_layer_names = target_names
-        target_layer_names = tuple(target_layer_names)
+        targets = self._lora_targets(rank, target_layer_names)
+        for layer in self._flatten_layers(include_self=False):
+            layer.trainable = False
+        for layer in targets:
+            layer.trainable = True
+            layer.enable_lora(rank)  # freezes the kernel
+            if layer.bias is not None:
+                layer.bias.trainable = False  # A and B alone train
+        # Decoders compiled before read the kernels without the factors.
+        self.compiled_decoders.clear()
+
+    def _lora_targets(self, rank, target_layer_names):
+        """The Dense layers `enable_lora(rank, target_layer_names)` adapts, or a one-line error.
+
+        Checks everything first: a refused call changes nothing.
+        """
+        if isinstance(target_layer_names, str):
+            target_layer_names = (target_layer_names,)  # one name, not its letters
+        try:
+            target_layer_names = tuple(target_layer_names)
+        except TypeError:
+            target_layer_names = None
+        if not target_layer_names or not all(isinstance(n, str) for n in target_layer_names):
+            raise ValueError(
+                "target_layer_names must be a non-empty list of layer names (or one name); "
+                f"received {target_layer_names!r}"
+            )
         if isinstance(rank, bool) or not isinstance(rank, int) or rank < 1:
             raise ValueError(f"rank must be a positive integer; received rank={rank!r}")
         if getattr(self, "weight_quantization", None) is not None:
@@ -186,15 +214,13 @@ class Seq2SeqBackbone(TokenMeanLossTracking, keras.Model):
                 f"No Dense layer named {missing or list(target_layer_names)}; this model's "
                 f"are {names}"
             )
-        for layer in self._flatten_layers(include_self=False):
-            layer.trainable = False
-        for layer in targets:
-            layer.trainable = True
-            layer.enable_lora(rank)  # freezes the kernel
-            if layer.bias is not None:
-                layer.bias.trainable = False  # A and B alone train
-        # Decoders compiled before read the kernels without the factors.
-        self.compiled_decoders.clear()
+        smallest = min(min(layer.kernel.shape) for layer in targets)
+        if rank > smallest:
+            raise ValueError(
+                f"rank must be at most {smallest}, the smaller side of the adapted kernels; "
+                f"received rank={rank}"
+            )
+        return targets
 
     def _dense_layers(self):
         return [layer for layer in self._flatten_layers(include_self=False)
@@ -219,13 +245,22 @@ class Seq2SeqBackbone(TokenMeanLossTracking, keras.Model):
             for variable in (layer.lora_kernel_a, layer.lora_kernel_b)
         }
 
-    def save_lora_weights(self, filepath):
+    def save_lora_weights(self, filepath, overwrite=False):
         """Write the LoRA factors alone (A and B of each adapted layer), as keras-hub's.
 
         A few hundred KB where the model is tens of MB: ship adapters of
         one base model for several domains, and `load_lora_weights` the one
-        you need. The file is HDF5 (`.lora.h5`), with the rank and the
-        adapted layers' names as attributes.
+        you need. The file is HDF5 (`.lora.h5`), with the format, the rank
+        and the adapted layers' names as attributes. It is written under a
+        temporary name and renamed into place: a reader sees the old file
+        or the new one.
+
+        Args:
+            filepath: the file to write, ending in `.lora.h5`.
+            overwrite: replace an existing file. Defaults to False: an
+                existing file is refused (Keras's `save_weights` has the same
+                argument, defaulting to True with a prompt; a library cannot
+                prompt, so ours refuses).
 
         Example:
             >>> import tempfile
@@ -236,49 +271,64 @@ class Seq2SeqBackbone(TokenMeanLossTracking, keras.Model):
         """
         import h5py
 
+        from keras_tf.atomic_files import write_atomically
+
         lora = self.lora
         if lora is None:
             raise ValueError("This model has no LoRA factors; call enable_lora(rank) first")
         filepath = os.fspath(filepath)
         if not filepath.endswith(".lora.h5"):
             raise ValueError(f"The file name must end in .lora.h5; received {filepath!r}")
-        with h5py.File(filepath, "w") as file:
-            file.attrs["rank"] = lora["rank"]
-            file.attrs["target_layer_names"] = json.dumps(lora["target_layer_names"])
-            for path, variable in self._lora_variables().items():
-                file.create_dataset(path, data=keras.ops.convert_to_numpy(variable))
+        if os.path.exists(filepath) and not overwrite:
+            raise FileExistsError(
+                f"{filepath} exists; pass overwrite=True to replace it"
+            )
+
+        def write(path):
+            with h5py.File(path, "w") as file:
+                file.attrs["format"] = LORA_FORMAT
+                file.attrs["rank"] = lora["rank"]
+                file.attrs["target_layer_names"] = json.dumps(lora["target_layer_names"])
+                for name, variable in self._lora_variables().items():
+                    file.create_dataset(name, data=keras.ops.convert_to_numpy(variable))
+
+        write_atomically(filepath, write)
 
     def load_lora_weights(self, filepath):
         """Read factors `save_lora_weights` wrote; enable LoRA of their rank first if needed.
 
         The base weights are this model's: load the factors into the model
         they were trained on (or one with the same weights) to get its outputs.
+        The file is read and compared with this model first (format, rank,
+        adapted layers, every factor's name and shape): a file that does not
+        fit is one `ValueError` naming it and what differs, and the model is
+        left as it was.
         """
-        import h5py
-
-        with h5py.File(os.fspath(filepath), "r") as file:
-            rank = int(file.attrs["rank"])
-            targets = json.loads(file.attrs["target_layer_names"])
-            values = {}
-            file.visititems(
-                lambda name, item: values.__setitem__(name, item[()])
-                if isinstance(item, h5py.Dataset) else None
-            )
-        if self.lora is None:
-            self.enable_lora(rank, targets)
-        elif self.lora != {"rank": rank, "target_layer_names": sorted(targets)}:
+        filepath = os.fspath(filepath)
+        rank, targets, values = _read_lora_file(filepath)
+        if self.lora is not None and self.lora != {
+                "rank": rank, "target_layer_names": sorted(targets)}:
             raise ValueError(
                 f"{filepath} holds LoRA factors of rank {rank} for {sorted(targets)}; this "
                 f"model's are {self.lora}"
             )
-        variables = self._lora_variables()
-        if sorted(values) != sorted(variables):
-            raise ValueError(
-                f"{filepath} holds factors for {len(values)} variables; this model has "
-                f"{len(variables)} (another architecture?)"
-            )
-        for path, variable in variables.items():
-            variable.assign(values[path])
+        try:
+            layers = self._lora_targets(rank, targets) if self.lora is None else [
+                layer for layer in self._dense_layers() if layer.lora_enabled]
+        except ValueError as error:
+            raise ValueError(f"{filepath}: {error}") from None
+        expected = {}
+        for layer in layers:
+            d_in, d_out = layer.kernel.shape
+            expected[f"{layer.path}/lora_kernel_a"] = (d_in, rank)
+            expected[f"{layer.path}/lora_kernel_b"] = (rank, d_out)
+        found = {name: tuple(value.shape) for name, value in values.items()}
+        if found != expected:
+            raise ValueError(f"{filepath} does not fit this model: {_lora_difference(found, expected)}")
+        if self.lora is None:
+            self.enable_lora(rank, targets)
+        for name, variable in self._lora_variables().items():
+            variable.assign(values[name])
 
     # --- the forward pass, written once ---
 
@@ -399,6 +449,78 @@ class Seq2SeqBackbone(TokenMeanLossTracking, keras.Model):
         if "dtype" in config and isinstance(config["dtype"], dict):
             config["dtype"] = keras.dtype_policies.deserialize(config["dtype"])
         return cls(**config)
+
+
+# The `format` attribute of a `save_lora_weights` file (files written before it have none).
+LORA_FORMAT = "keras_tf.lora/1"
+
+
+def _read_lora_file(filepath):
+    """`(rank, target_layer_names, {name: array})` of a `save_lora_weights` file; one line if not one."""
+    import h5py
+
+    try:
+        file = h5py.File(filepath, "r")
+    except FileNotFoundError:
+        raise FileNotFoundError(f"No such LoRA file: {filepath}") from None
+    except OSError:
+        raise ValueError(
+            f"{filepath} is not an HDF5 file; save_lora_weights writes one"
+        ) from None
+    with file:
+        attributes = dict(file.attrs)
+        fmt = attributes.get("format", LORA_FORMAT)
+        if isinstance(fmt, bytes):
+            fmt = fmt.decode("utf-8", "replace")
+        missing = [name for name in ("rank", "target_layer_names") if name not in attributes]
+        if fmt != LORA_FORMAT or missing:
+            what = f"format {fmt!r}" if fmt != LORA_FORMAT else f"no {' or '.join(missing)} attribute"
+            raise ValueError(
+                f"{filepath} is not a LoRA file of save_lora_weights ({what}); a Keras "
+                ".weights.h5 file loads with load_weights"
+            )
+        rank = attributes["rank"]
+        try:
+            whole = int(rank) == rank and int(rank) >= 1
+        except (TypeError, ValueError):
+            whole = False
+        if not whole:
+            raise ValueError(
+                f"{filepath}: attribute rank must be a positive integer; received {rank!r}"
+            )
+        rank = int(rank)
+        try:
+            targets = json.loads(attributes["target_layer_names"])
+        except (TypeError, ValueError):
+            targets = None
+        if not (isinstance(targets, list) and targets and all(isinstance(t, str) for t in targets)):
+            raise ValueError(
+                f"{filepath}: attribute target_layer_names must be a JSON list of layer names; "
+                f"received {attributes['target_layer_names']!r}"
+            )
+        values = {}
+        file.visititems(
+            lambda name, item: values.__setitem__(name, item[()])
+            if isinstance(item, h5py.Dataset) else None
+        )
+    return rank, targets, values
+
+
+def _lora_difference(found, expected):
+    """What differs between the factors of a file and a model's, `{name: shape}` each, briefly."""
+    extra = sorted(set(found) - set(expected))
+    absent = sorted(set(expected) - set(found))
+    shapes = sorted(name for name in set(found) & set(expected) if found[name] != expected[name])
+    parts = []
+    if extra:
+        parts.append(f"{len(extra)} factors the model lacks (e.g. {extra[0]})")
+    if absent:
+        parts.append(f"{len(absent)} of the model's factors missing (e.g. {absent[0]})")
+    if shapes:
+        name = shapes[0]
+        parts.append(f"{len(shapes)} factors of another shape (e.g. {name}: {list(found[name])} "
+                     f"in the file, {list(expected[name])} in the model; another architecture?)")
+    return "; ".join(parts)
 
 
 def build_optimizer(model):

@@ -38,6 +38,7 @@ import uuid
 import tensorflow as tf
 from tensorflow.core.protobuf import saved_model_pb2
 
+from keras_tf.atomic_files import user_named
 from keras_tf.buckets import source_buckets
 from keras_tf.decoding import DecodingConfig, decode_ids
 from keras_tf.layers.cache_update import in_place_writes
@@ -366,7 +367,7 @@ def export(
     with tempfile.TemporaryDirectory() as assets_dir:
         tokenizers.save(assets_dir)
         with open(os.path.join(assets_dir, CONFIG_FILENAME), "w", encoding="utf-8") as file:
-            json.dump(config, file, indent=2, ensure_ascii=False)
+            json.dump(config, file, indent=2, ensure_ascii=False, allow_nan=False)
             file.write("\n")
         asset_paths = sorted(os.path.join(assets_dir, name) for name in os.listdir(assets_dir))
 
@@ -396,10 +397,21 @@ def export(
                     model_name=os.path.basename(os.path.normpath(model_base_path)),
                 )
             tf.io.gfile.rename(staging_dir, export_dir)
+        except (tf.errors.OpError, OSError) as error:
+            raise _naming(error, staging_dir, export_dir) from None
         finally:
             if tf.io.gfile.exists(staging_dir):
                 tf.io.gfile.rmtree(staging_dir)
     return export_dir
+
+
+def _naming(error, staging_dir, export_dir):
+    """`error` with `export_dir`, the folder asked for, where it named the hidden `staging_dir`."""
+    if isinstance(error, OSError):
+        return user_named(error, staging_dir, export_dir)
+    if staging_dir not in error.message:
+        return error
+    return type(error)(error.node_def, error.op, error.message.replace(staging_dir, export_dir))
 
 
 def read_export_config(export_dir):

@@ -33,6 +33,42 @@ def as_texts(values):
     return None, False
 
 
+def misplaced_item(values, name):
+    """The one line naming the first item of the list `values` that is neither a string nor ids, or None.
+
+    A list holds strings, or rows of token ids: `["a", 5]` names item 1 (an
+    int among strings), `[123]` and `[None]` item 0 (neither a string nor a
+    row of ids), `[["a"]]` item 0 (a list of strings). Token id rows and
+    anything that is not a list are left to the id checks (None).
+
+    Example:
+        >>> misplaced_item(["a", 5], "inputs")
+        'inputs[1] is int, not a string: pass a list of strings, or token ids as an int array [batch, S]'
+        >>> misplaced_item([[5, 6, 3]], "inputs") is None
+        True
+    """
+    if not isinstance(values, (list, tuple)) or not values:
+        return None
+    strings = [isinstance(value, (str, bytes)) for value in values]
+    if all(strings):
+        return None
+    rows = [isinstance(value, (list, tuple, np.ndarray)) for value in values]
+    if any(strings):
+        index = strings.index(False)
+    elif not all(rows):
+        index = rows.index(False)
+    else:
+        index = next((i for i, row in enumerate(values)
+                      if any(isinstance(item, (str, bytes)) for item in np.ravel(row).tolist())),
+                     None)
+        if index is None:
+            return None  # rows of ids
+        return (f"{name}[{index}] is a {type(values[index]).__name__} of strings: pass one "
+                "string per item")
+    return (f"{name}[{index}] is {type(values[index]).__name__}, not a string: pass a list of "
+            "strings, or token ids as an int array [batch, S]")
+
+
 def is_text(values):
     """Whether `values` is text (see `as_texts`)."""
     return as_texts(values)[0] is not None
@@ -89,6 +125,9 @@ def text_pairs(sources, targets, names):
     lists = []
     for name, values in zip(names, (sources, targets)):
         texts, _ = as_texts(values)
+        misplaced = misplaced_item(values, name)
+        if misplaced:
+            raise TypeError(misplaced)
         if texts is None and not is_empty_list(values):
             raise ValueError(
                 f"{name} must be strings to pair with the strings of {' and '.join(names)}; "

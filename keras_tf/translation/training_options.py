@@ -11,10 +11,9 @@ calls.
 """
 
 import dataclasses
-import math
 import os
 
-from keras_tf.frozen_config import ConfigMethods, is_int, is_number
+from keras_tf.frozen_config import MAX_INT, MAX_SEED, ConfigMethods, is_finite, is_int
 from keras_tf.models.config import PRESETS
 from keras_tf.models.schedules import planned_learning_rate
 from keras_tf.option_error import OptionError
@@ -36,6 +35,11 @@ FIXED_OPTIONS = (
 # peak, the ratio that kept the old domain (97 % of its BLEU) and matched
 # training from scratch on the new one (benchmarks/finetune.py).
 REPLAY_RATIO = 2.0
+# The highest peak learning rate: Adam's steps are about the rate itself, and
+# weights of order 0.1 do not survive steps of 1.
+MAX_LEARNING_RATE = 1.0
+# Replayed pairs per new pair at most: beyond, the new corpus is noise in the replay.
+MAX_REPLAY_RATIO = 1000.0
 # Fields that the trained model brings when fine-tuning (`init_from`): they read None.
 MODEL_FIELDS = ("preset", "tokenizer", "vocabulary_size", "max_length")
 # What `options.json` records besides the options: facts of the run's data.
@@ -173,27 +177,31 @@ class TrainingOptions(ConfigMethods):
 
         for name, least in _MINIMUMS.items():
             value = getattr(self, name)
-            if value is not None and not (is_int(value) and value >= least):
-                fail(name, f"must be a whole number >= {least}")
+            most = MAX_SEED if name == "seed" else MAX_INT
+            if value is not None and not (is_int(value) and least <= value <= most):
+                fail(name, f"must be a whole number in [{least}, {most}]")
         if self.init_from is None:
             if self.preset not in PRESETS:
                 fail("preset", f"not an untrained architecture; one of {sorted(PRESETS)}")
             if self.tokenizer not in TOKENIZERS:
                 fail("tokenizer", f"must be one of {list(TOKENIZERS)}")
-        if self.dropout is not None and not (is_number(self.dropout) and 0 <= self.dropout < 1):
+        if self.dropout is not None and not (is_finite(self.dropout) and 0 <= self.dropout < 1):
             fail("dropout", "must be in [0, 1)")
         if self.learning_rate is not None and not (
-                is_number(self.learning_rate) and self.learning_rate > 0):
-            fail("learning_rate", "must be a number > 0")
-        if not (is_number(self.label_smoothing) and 0 <= self.label_smoothing < 1):
+                is_finite(self.learning_rate) and 0 < self.learning_rate <= MAX_LEARNING_RATE):
+            fail("learning_rate", f"must be a number in (0, {MAX_LEARNING_RATE}] (Adam diverges "
+                 "above)")
+        if not (is_finite(self.label_smoothing) and 0 <= self.label_smoothing < 1):
             fail("label_smoothing", "must be in [0, 1)")
         if self.replay_ratio is not None and not (
-                is_number(self.replay_ratio) and self.replay_ratio > 0):
-            fail("replay_ratio", "must be a number > 0")
-        if self.max_minutes is not None and not (
-                is_number(self.max_minutes) and math.isfinite(self.max_minutes)
-                and self.max_minutes > 0):
+                is_finite(self.replay_ratio) and 0 < self.replay_ratio <= MAX_REPLAY_RATIO):
+            fail("replay_ratio", f"must be a number in (0, {MAX_REPLAY_RATIO}]")
+        if self.max_minutes is not None and not (is_finite(self.max_minutes) and self.max_minutes > 0):
             fail("max_minutes", "must be a finite number > 0")
+        if self.lora_rank is not None and self.init_from is None and self.preset in PRESETS:
+            d_model = PRESETS[self.preset].d_model
+            if self.lora_rank > d_model:
+                fail("lora_rank", f"must be at most the model's d_model, {d_model} ({self.preset})")
         if self.mixed_precision not in (None, *MIXED_PRECISION_POLICIES):
             fail("mixed_precision", f"must be None or one of {list(MIXED_PRECISION_POLICIES)}")
         if self.keep_best not in (None, *KEEP_BEST):

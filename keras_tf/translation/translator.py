@@ -53,6 +53,7 @@ from keras_tf.translation.inputs import (
     is_pairs_dataset,
     is_strings_dataset,
     is_text,
+    misplaced_item,
     text_pairs,
 )
 
@@ -532,6 +533,9 @@ class Seq2SeqTranslator(TokenMeanLossTracking, keras.Model):
         """
         settings = self.resolve_decoding(decoding, **fields)
         texts, single = as_texts(inputs)
+        misplaced = misplaced_item(inputs, "inputs")
+        if misplaced:
+            raise TypeError(misplaced)
         if texts is not None or is_empty_list(inputs):
             translations = self._warned(self._translate(texts or [], settings, seed), settings)
             return translations.texts[0] if single else translations.texts
@@ -604,6 +608,9 @@ class Seq2SeqTranslator(TokenMeanLossTracking, keras.Model):
         return np.flatnonzero(preprocessor.overlong(source_ids, limit).numpy()).tolist()
 
     def _text_list(self, texts):
+        misplaced = misplaced_item(texts, "texts")
+        if misplaced:
+            raise TypeError(misplaced)
         found, single = as_texts(texts)
         if single or (found is None and not is_empty_list(texts)):
             raise TypeError(
@@ -667,6 +674,10 @@ class Seq2SeqTranslator(TokenMeanLossTracking, keras.Model):
             float32 numpy `[batch]`: the sum over the target's tokens (END
             included) of log softmax(logits)[token].
         """
+        for name, values in (("sources", sources), ("targets", targets)):
+            misplaced = misplaced_item(values, name)
+            if misplaced:
+                raise TypeError(misplaced)
         if is_text(sources) or is_text(targets) or is_empty_list(sources):
             sources, targets = text_pairs(sources, targets, ("sources", "targets"))
             if not sources:

@@ -50,3 +50,21 @@ def test_ctranslate2_option_errors_are_one_line(untrained_model_dir, capsys, tmp
                  "--out", str(tmp_path / "ct2"), *extra]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("keras-tf export: error: ") and message in err
+
+
+def test_an_unwritable_base_folder_is_named_as_given(untrained_model_dir, tmp_path, capsys):
+    # The version exists and --overwrite asks to replace it: the staging
+    # folder beside it cannot be made, and the line names the user's path.
+    model_dir = untrained_model_dir
+    base = tmp_path / "models" / "translator"
+    (base / "1").mkdir(parents=True)
+    os.chmod(base, 0o500)
+    try:
+        if os.access(base, os.W_OK):
+            pytest.skip("this user writes into read-only folders (root)")
+        status = main(["export", "--model", str(model_dir), "--out", str(base / "1"),
+                       "--overwrite"])
+    finally:
+        os.chmod(base, 0o700)
+    err = capsys.readouterr().err
+    assert status == 2 and f"cannot write in {base}" in err and ".overwrite-" not in err, err

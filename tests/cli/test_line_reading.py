@@ -59,12 +59,12 @@ def test_translate_samples_repeatably_and_top_k_1_is_greedy(untrained_model_dir,
     assert len(sampled) == 4
     assert translate("--sampling", "top-k", "--top-k", "8", "--temperature", "2",
                      "--seed", "3") == sampled
-    others = [translate("--sampling", "top-p", "--top-p", "0.95", "--temperature", "2",
-                        "--seed", str(seed)) for seed in (4, 5)]
-    assert any(other != sampled for other in others)
+    # Another seed and method: 4 lines of near-uniform samples over 48 ids differ.
+    assert translate("--sampling", "top-p", "--top-p", "0.95", "--temperature", "2",
+                     "--seed", "4") != sampled
     assert translate("--sampling", "top-k", "--top-k", "1") == translate("--beam-size", "1")
     monkeypatch.setattr("sys.stdin", _stdin(text.encode()))
     assert main(["translate", "--model", untrained_model_dir, "--sampling", "top-p",
                  "--top-p", "1.5"]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("keras-tf translate: error: --sampling top-p: ") and err.count("\n") == 1
+    assert err == "keras-tf translate: error: --top-p 1.5: must be a number in (0, 1]\n"

@@ -173,13 +173,14 @@ def test_bad_arguments_get_clear_errors(greedy_export):
     translator = greedy_export.translator
     with pytest.raises(ValueError, match=r"method must be one of \('greedy', 'beam'\) to export"):
         export(model, tokenizers, "unused", method="top_k")
-    with pytest.raises(ValueError, match="received beam_size=0"):
+    with pytest.raises(ValueError, match="^beam_size=0: must be a whole number"):
         translator.generate(["open"], method="beam", beam_size=0)
     with pytest.raises(ValueError, match="max_length=33 is beyond the model's positional range"):
         translator.generate(["open"], max_length=33)
-    with pytest.raises(ValueError, match="length_penalty must be a number"):
+    with pytest.raises(ValueError, match="^length_penalty='0.6': must be a number"):
         export(model, tokenizers, "unused", method="beam", length_penalty="0.6")
-    with pytest.raises(ValueError, match="received max_source_length=1"):
+    with pytest.raises(ValueError, match="^max_source_length=1: must be a whole number in "
+                                         r"\[2, 2147483647\]"):
         translator.generate(["open"], max_source_length=1)
     with pytest.raises(TypeError, match="Expected a keras_tf.text.Seq2SeqTokenizers"):
         Seq2SeqPreprocessor(tokenizers.source_tokenizer, 8, 8)
@@ -192,3 +193,16 @@ def test_bad_arguments_get_clear_errors(greedy_export):
         Seq2SeqTranslator(smaller, Seq2SeqPreprocessor(tokenizers, 8, 8))
     with pytest.raises(ValueError, match="source tokenizer has 64 ids but the model's"):
         export(smaller, tokenizers, "unused")
+
+
+def test_a_failed_export_names_the_folder_asked_for_not_its_staging_name():
+    from keras_tf.serving.export import _naming
+
+    staging, target = "models/translator/.tmp-3-0a1b", "models/translator/3"
+    error = tf.errors.PermissionDeniedError(None, None, f"{staging}/variables: Permission denied")
+    named = _naming(error, staging, target)
+    assert isinstance(named, tf.errors.PermissionDeniedError)
+    assert named.message == f"{target}/variables: Permission denied"
+    os_error = _naming(PermissionError(13, "Permission denied", f"{staging}/assets"), staging,
+                       target)
+    assert str(os_error) == f"[Errno 13] Permission denied: '{target}/assets'"

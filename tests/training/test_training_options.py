@@ -51,8 +51,19 @@ def test_an_options_json_from_before_a_field_existed_reads_its_default(tmp_path)
 
 @pytest.mark.parametrize("fields, message", [
     (dict(dropout=1.5), "dropout=1.5: must be in [0, 1)"),
-    (dict(epochs=0), "epochs=0: must be a whole number >= 1"),
-    (dict(batch_size=8.0), "batch_size=8.0: must be a whole number >= 1"),
+    (dict(epochs=0), "epochs=0: must be a whole number in [1, 2147483647]"),
+    (dict(batch_size=8.0), "batch_size=8.0: must be a whole number in [1, 2147483647]"),
+    (dict(epochs=10**20), "epochs=100000000000000000000: must be a whole number in "
+     "[1, 2147483647]"),
+    (dict(seed=10**20), "seed=100000000000000000000: must be a whole number in [0, 4294967295]"),
+    (dict(dropout=float("nan")), "dropout=nan: must be in [0, 1)"),
+    (dict(learning_rate=float("inf")), "learning_rate=inf: must be a number in (0, 1.0] (Adam "
+     "diverges above)"),
+    (dict(learning_rate=float("nan")), "learning_rate=nan: must be a number in (0, 1.0] (Adam "
+     "diverges above)"),
+    (dict(replay_ratio=float("inf")), "replay_ratio=inf: must be a number in (0, 1000.0]"),
+    (dict(preset="transformer_tiny", lora_rank=100000),
+     "lora_rank=100000: must be at most the model's d_model, 32 (transformer_tiny)"),
     (dict(preset="transformer_huge"),
      "preset='transformer_huge': not an untrained architecture; one of ['transformer_base', "
      "'transformer_big', 'transformer_small', 'transformer_tiny']"),
@@ -60,7 +71,7 @@ def test_an_options_json_from_before_a_field_existed_reads_its_default(tmp_path)
     (dict(mixed_precision="float16"),
      "mixed_precision='float16': must be None or one of ['mixed_bfloat16', 'mixed_float16']"),
     (dict(label_smoothing=1.0), "label_smoothing=1.0: must be in [0, 1)"),
-    (dict(learning_rate=0), "learning_rate=0: must be a number > 0"),
+    (dict(learning_rate=0), "learning_rate=0: must be a number in (0, 1.0] (Adam diverges above)"),
     (dict(keep_best="accuracy"), "keep_best='accuracy': must be None or one of ['bleu', 'loss']"),
     (dict(batch_size=8, batch_tokens=512), "batch_size=8 and batch_tokens=512: give one of them"),
     (dict(max_minutes=0), "max_minutes=0: must be a finite number > 0"),

@@ -161,7 +161,7 @@ def test_power_length_penalty_values():
     np.testing.assert_allclose(
         np.asarray(power_length_penalty(np.array([1, 4, 9]), 0.5)), [1.0, 2.0, 3.0], rtol=1e-6
     )
-    with pytest.raises(ValueError, match="received length_penalty_style='hf'"):
+    with pytest.raises(ValueError, match="^length_penalty_style='hf': must be one of"):
         DecodingConfig(length_penalty_style="hf")
 
 

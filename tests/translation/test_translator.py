@@ -3,6 +3,7 @@
 import pathlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -234,6 +235,24 @@ def test_text_pairs_that_do_not_pair_get_a_clear_error(trained):
                                   translator.score(sources[:1], targets[:1]))
     empty = translator.score([], [])
     assert empty.shape == (0,) and empty.dtype == np.float32
+
+
+@pytest.mark.parametrize("items, message", [
+    ([123], "[0] is int, not a string"),
+    ([None], "[0] is NoneType, not a string"),
+    (["a", 5], "[1] is int, not a string"),
+    ([["a"]], "[0] is a list of strings: pass one string per item"),
+])
+def test_an_item_that_is_not_a_string_is_named(trained, items, message):
+    translator = trained["translator"]
+    with pytest.raises(TypeError, match=r"^inputs" + re.escape(message)):
+        translator.generate(items)
+    with pytest.raises(TypeError, match=r"^texts" + re.escape(message)):
+        translator.n_best(items, 1, method="beam", beam_size=2)
+    with pytest.raises(TypeError, match=r"^sources" + re.escape(message)):
+        translator.score(items, ["x"] * len(items))
+    with pytest.raises(TypeError, match=r"^targets" + re.escape(message)):
+        translator.score(["x"] * len(items), items)
 
 
 def test_score_is_the_sum_of_teacher_forced_log_softmax(trained):
