@@ -47,13 +47,13 @@ def require_tensorflow(feature):
 # adds an ERROR line that only says so ("cuda_platform.cc:52] failed call to
 # cuInit: ..."); `import_quietly` looks at them while it listens. Running a
 # reloaded SavedModel adds an ERROR line that only says TensorFlow falls back
-# to its own int64 kernels ("util.cc:131] oneDNN supports DT_INT64 only on
+# to its own int64 (or int32) kernels ("util.cc:131] oneDNN supports DT_INT64 only on
 # platforms with AVX-512...", printed on CPUs that have AVX-512 too): the
 # command line drops it around such a run (`tensorflow_notices_dropped`).
 _START_UP_LINE = re.compile(
     r"^([IW]\d{4} \d\d:\d\d:\d+\.\d+ +\d+ [\w.]+:\d+\] |"
     r"E\d{4} \d\d:\d\d:\d+\.\d+ +\d+ cuda_platform\.cc:\d+\] failed call to cuInit: |"
-    r"E\d{4} \d\d:\d\d:\d+\.\d+ +\d+ util\.cc:\d+\] oneDNN supports DT_INT64 only |"
+    r"E\d{4} \d\d:\d\d:\d+\.\d+ +\d+ util\.cc:\d+\] oneDNN supports DT_INT(32|64) only |"
     r"WARNING: All log messages before absl::InitializeLog\(\) is called are written to STDERR$|"
     r"To enable the following instructions: )"
 )

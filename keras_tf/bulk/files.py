@@ -29,6 +29,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from keras_tf.bulk.handler import TranslationModelHandler
 from keras_tf.bulk.transform import TranslateLines
+from keras_tf.option_error import OptionError
 from keras_tf.serving.export import read_export_config
 
 REJECTS_FILENAME = "rejects.tsv"
@@ -70,12 +71,12 @@ class BulkOptions:
 
     def __post_init__(self):
         if self.pairs is not None and self.pairs not in PAIR_ORDERS:
-            raise ValueError(f"pairs must be None or one of {PAIR_ORDERS}; received {self.pairs!r}")
-        for name in ("max_batch_size", "max_batch_chars", "lines_per_part"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1; received {getattr(self, name)}")
-        if self.model_copies is not None and self.model_copies < 1:
-            raise ValueError(f"model_copies must be >= 1; received {self.model_copies}")
+            raise OptionError([("pairs", self.pairs)], f"must be None or one of {PAIR_ORDERS}")
+        for name in ("max_batch_size", "max_batch_chars", "lines_per_part", "model_copies"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int)
+                                      or value < 1):
+                raise OptionError([(name, value)], "must be an integer >= 1")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -99,7 +100,8 @@ class Summary:
     rejects: str
 
     def line(self):
-        return (f"{self.files} files, {self.lines} lines in = {self.translated} translated "
+        files = f"{self.files} file" + ("" if self.files == 1 else "s")
+        return (f"{files}, {self.lines} lines in = {self.translated} translated "
                 f"+ {self.rejected} rejected (rejects: {self.rejects})")
 
 
@@ -153,7 +155,9 @@ def plan_outputs(options):
     if not options.overwrite:
         for path in (*outputs, rejects):
             if gfile.exists(path) and gfile.stat(path).length > 0:
-                raise FileExistsError(f"{path} exists and is not empty; pass overwrite to replace it")
+                raise FileExistsError(
+                    f"{path} exists and is not empty; overwrite=True (--overwrite) replaces it"
+                )
     for source, output in zip(inputs, outputs):
         if os.path.abspath(source) == os.path.abspath(output):
             raise ValueError(f"the output would replace its input: {source}")

@@ -83,13 +83,13 @@ class TranslationModelHandler(ModelHandler):
             Defaults to None: one per worker process, or one per machine
             with `large_model`.
 
-    Example:
-        >>> import apache_beam as beam  # doctest: +SKIP
-        >>> from apache_beam.ml.inference.base import KeyedModelHandler, RunInference
-        >>> handler = TranslationModelHandler("models/translator/1")
-        >>> with beam.Pipeline() as pipeline:
-        ...     _ = (pipeline | beam.Create([("a", "Save the file")])
-        ...          | RunInference(KeyedModelHandler(handler)) | beam.Map(print))
+    Example (docs/bulk.md runs TranslateLines over it in tests/bulk):
+        import apache_beam as beam
+        from apache_beam.ml.inference.base import KeyedModelHandler, RunInference
+        handler = TranslationModelHandler("models/translator/1")
+        with beam.Pipeline() as pipeline:
+            _ = (pipeline | beam.Create([("a", "Save the file")])
+                 | RunInference(KeyedModelHandler(handler)) | beam.Map(print))
     """
 
     def __init__(self, export_dir, *, max_batch_size=64, max_batch_chars=8192,

@@ -114,12 +114,13 @@ class TranslateLines(beam.PTransform):
     Args:
         handler: a `TranslationModelHandler`.
 
-    Example:
-        >>> import apache_beam as beam  # doctest: +SKIP
-        >>> handler = TranslationModelHandler("models/translator/1")
-        >>> with beam.Pipeline(options=PipelineOptions(runner="FnApiRunner")) as pipeline:
-        ...     _ = (pipeline | beam.Create([(("a.txt", 1), b"Save the file")])
-        ...          | TranslateLines(handler) | beam.Map(print))
+    Example (docs/bulk.md runs the same in tests/bulk):
+        import apache_beam as beam
+        from apache_beam.options.pipeline_options import PipelineOptions
+        handler = TranslationModelHandler("models/translator/1")
+        with beam.Pipeline(options=PipelineOptions(["--runner=FnApiRunner"])) as pipeline:
+            _ = (pipeline | beam.Create([(("a.txt", 1), b"Save the file")])
+                 | TranslateLines(handler) | beam.Map(print))
     """
 
     def __init__(self, handler):

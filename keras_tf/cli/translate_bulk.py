@@ -23,6 +23,9 @@ extra: pip install "keras-tf[beam]". docs/bulk.md shows Dataflow, Flink
 and Spark runs.
 """
 
+import logging
+import sys
+
 from keras_tf.cli.errors import UserError, int_in_range
 
 BEAM_HINT = 'pip install "keras-tf[beam]"'
@@ -61,6 +64,9 @@ def add_arguments(parser):
 
 
 def run(args):
+    from keras_tf.tensorflow_import import tensorflow_notices_dropped
+
+    _beam_errors_only()
     try:
         import apache_beam  # noqa: F401
     except ModuleNotFoundError as error:
@@ -69,11 +75,22 @@ def run(args):
         raise UserError(f"translate-bulk needs Apache Beam: {BEAM_HINT}") from None
     from keras_tf.bulk import BulkOptions, translate_files
 
-    summary = translate_files(BulkOptions(
-        export_dir=args.export, input_pattern=args.input, output_dir=args.output,
-        overwrite=args.overwrite, pairs=args.pairs, max_batch_size=args.batch_size,
-        max_batch_chars=args.batch_chars, lines_per_part=args.lines_per_part,
-        model_copies=args.model_copies, pipeline_args=tuple(args.unknown_options),
-    ))
+    with tensorflow_notices_dropped():
+        summary = translate_files(BulkOptions(
+            export_dir=args.export, input_pattern=args.input, output_dir=args.output,
+            overwrite=args.overwrite, pairs=args.pairs, max_batch_size=args.batch_size,
+            max_batch_chars=args.batch_chars, lines_per_part=args.lines_per_part,
+            model_copies=args.model_copies, pipeline_args=tuple(args.unknown_options),
+        ))
     print(f"translate-bulk: {summary.line()}")
     return 0
+
+
+def _beam_errors_only():
+    """Show Beam's errors, not its notices: it logs to the root logger ("apitools not found")."""
+    root = logging.getLogger()
+    if not root.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setLevel(logging.ERROR)
+        handler.setFormatter(logging.Formatter("%(name)s: %(message)s"))
+        root.addHandler(handler)

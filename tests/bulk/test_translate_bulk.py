@@ -11,6 +11,7 @@ import pytest
 from keras_tf.bulk import BulkOptions, LoadedExport, TranslationModelHandler, translate_files
 from keras_tf.cli.main import main
 from tests.bulk.conftest import input_files
+from tests.test_docs_examples import ROOT, python_blocks
 
 BAD = {("a.txt", 4): "not UTF-8: byte 0xff", ("a.txt", 5): "overlong: more than 31"}
 
@@ -98,7 +99,7 @@ def test_a_non_empty_output_is_refused_and_kept(one_worker, greedy_export):
     )
     assert status == 1
     assert err == (f"keras-tf translate-bulk: error: {folder / 'out' / 'a.txt'} exists and is "
-                   "not empty; pass overwrite to replace it\n")
+                   "not empty; overwrite=True (--overwrite) replaces it\n")
     assert (folder / "out" / "a.txt").read_bytes() == before
 
 
@@ -115,12 +116,19 @@ def test_a_failed_run_leaves_no_output(one_worker, greedy_export, tmp_path):
     assert os.listdir(tmp_path / "out") == []
 
 
+def test_options_are_checked_with_their_names():
+    with pytest.raises(ValueError, match=r"^lines_per_part=0: must be an integer >= 1$"):
+        BulkOptions("e", "i", "o", lines_per_part=0)
+    with pytest.raises(ValueError, match=r"^pairs='both': must be None or one of"):
+        BulkOptions("e", "i", "o", pairs="both")
+
+
 def test_the_handler_gives_the_same_lines_from_the_default_and_the_xla_export(
         greedy_export, xla_export):
     texts = ["open save file", "café crème über straße", "run stop", "tab"]
     expected = greedy_export.translator.generate(texts)
     for exported in (greedy_export, xla_export):
-        handler = TranslationModelHandler(exported.export_dir, max_batch_size=3)
+        handler = TranslationModelHandler(exported.export_dir, max_batch_size=4)
         results = handler.run_inference(texts, handler.load_model())
         assert [r.example for r in results] == texts
         assert [r.inference for r in results] == [(t, None) for t in expected]
@@ -138,6 +146,18 @@ def test_a_failed_batch_is_retried_line_by_line(greedy_export):
     assert results[0].inference == (greedy_export.translator.generate(["open file"])[0], None)
     assert results[1].inference == (
         None, "failed: ValueError: no batches here (its batch failed: ValueError)")
+
+
+def test_the_docs_pipeline_block_runs_as_written(greedy_export, tmp_path, monkeypatch, capsys):
+    (block,) = python_blocks(ROOT / "docs" / "bulk.md")
+    (tmp_path / "models" / "translator").mkdir(parents=True)
+    (tmp_path / "models" / "translator" / "1").symlink_to(greedy_export.export_dir)
+    monkeypatch.chdir(tmp_path)
+    exec(compile(block, "docs/bulk.md", "exec"), {})
+    printed = sorted(capsys.readouterr().out.splitlines())
+    expected = greedy_export.translator.generate(["Save the notebook", "Close the tab"])
+    assert printed == [f"(('doc-1', {n}), ({s!r}, {t!r}, None))" for n, s, t in
+                       ((1, "Save the notebook", expected[0]), (2, "Close the tab", expected[1]))]
 
 
 def test_the_command_line_imports_no_beam_until_translate_bulk_runs():
