@@ -25,7 +25,10 @@ line written:
 
 Prints, a row per peer: lines/s, seconds, the time to the first output line
 (translate-bulk writes its outputs at the end, atomically: its first line
-comes with its last), lines equal to the signature's, and the ratios to
+comes with its last), lines equal to the signature's, the lines
+translate-bulk rejected (sources over the export's max_source_length, which
+the other peers translate cut; their output lines are the ones not equal),
+and the ratios to
 CTranslate2 float32 and to the in-process signature. Then the issue's two
 targets: translate-bulk over the xla=True export >= CTranslate2 float32
 lines/s, and Beam's overhead (1 worker, default export, against the
@@ -194,7 +197,7 @@ def ct2_tokens(export_dir, ct2_dir, source):
     keras_tf.quiet_tensorflow()
     import numpy as np
 
-    from keras_tf.serving.ctranslate2 import CTranslate2Translator, token_ids
+    from keras_tf.serving.ctranslate2 import CTranslate2Translator, token_ids, token_names
     from keras_tf.serving.export import read_export_config
 
     ct2 = CTranslate2Translator(ct2_dir)
@@ -205,20 +208,19 @@ def ct2_tokens(export_dir, ct2_dir, source):
         for start in range(0, len(lines), 1024):
             strings = np.array(lines[start:start + 1024], dtype=object)
             ids = ct2.preprocessor.encoder_tokens(ct2.preprocessor.source_ids(strings)).numpy()
-            out.write("".join(" ".join(f"t{i}" if i > 3 else
-                                        ("<blank>", "<unk>", "<s>", "</s>")[i]
-                                        for i in row if i != 0) + "\n" for row in ids))
+            out.write("".join(" ".join(name for name in row if name != "<blank>") + "\n"
+                              for row in token_names(ids)))
 
     def detokenize(path):
         with open(path, encoding="utf-8") as file:
             rows = [line.split() for line in file.read().split("\n")[:-1]]
         texts = []
         for start in range(0, len(rows), 1024):
-            chunk = token_ids(rows[start:start + 1024]) if rows[start:start + 1024] else []
+            chunk = rows[start:start + 1024]
             width = max([len(r) for r in chunk] + [1])
             ids = np.zeros((len(chunk), width), np.int32)
             for row, names in enumerate(chunk):
-                ids[row, : len(names)] = names
+                ids[row, : len(names)] = token_ids([names])[0] if names else []
             texts += [t.decode("utf-8") for t in ct2.preprocessor.detokenize(ids).numpy().tolist()]
         return texts
 
@@ -237,6 +239,9 @@ def main(argv=None):
     if args.peer == "ctranslate2":
         return ctranslate2_peer(args.model, args.source, args.target, args.max_length)
 
+    import keras_tf
+
+    keras_tf.quiet_tensorflow()
     workdir = args.workdir or tempfile.mkdtemp(prefix="bulk-bench-")
     source, model, exports = prepare(args, workdir)
     tokens, max_length, detokenize = ct2_tokens(exports["default"], exports["ct2_float32"], source)
@@ -292,12 +297,14 @@ def main(argv=None):
     print(f"\n{lines} lines of the Bible's English side, greedy, max_length {max_length}, "
           f"{os.cpu_count()} CPUs")
     print("| peer | lines/s | seconds | first output (s) | lines equal to the signature's "
-          "| / CTranslate2 float32 | / signature |")
-    print("|---|---|---|---|---|---|---|")
+          "| rejected | / CTranslate2 float32 | / signature |")
+    print("|---|---|---|---|---|---|---|---|")
     for name, (seconds, first, texts) in results.items():
         equal = sum(a == b for a, b in zip(texts, reference))
+        rejects = os.path.join(os.path.dirname(peers[name][1]), "rejects.tsv")
+        rejected = len(read_lines(rejects)) if name.startswith("translate-bulk") else "-"
         print(f"| {name} | {rate[name]:.0f} | {seconds:.1f} | {first:.1f} | {equal} of {lines} "
-              f"| {rate[name] / ct2:.2f} | {rate[name] / signature:.2f} |")
+              f"| {rejected} | {rate[name] / ct2:.2f} | {rate[name] / signature:.2f} |")
     bulk_xla = rate["translate-bulk, 1 worker, xla=True export"]
     overhead = signature / rate["translate-bulk, 1 worker, default export"] - 1
     print(f"\ntarget 1: translate-bulk (xla=True export) {bulk_xla:.0f} lines/s vs CTranslate2 "

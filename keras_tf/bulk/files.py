@@ -49,7 +49,7 @@ class BulkOptions:
             "translation-source": tab-separated pairs, the order a
             `keras-tf train` corpus needs.
         max_batch_size: lines per batch. Defaults to 64.
-        max_batch_chars: characters per batch. Defaults to 8192.
+        max_batch_chars: characters per batch. Defaults to 16384.
         lines_per_part: lines a worker puts back in order at a time.
             Defaults to 10000.
         model_copies: copies of the model per machine, shared by its worker
@@ -64,7 +64,7 @@ class BulkOptions:
     overwrite: bool = False
     pairs: str = None
     max_batch_size: int = 64
-    max_batch_chars: int = 8192
+    max_batch_chars: int = 16384
     lines_per_part: int = 10000
     model_copies: int = None
     pipeline_args: tuple = ()

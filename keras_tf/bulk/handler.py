@@ -49,10 +49,16 @@ class LoadedExport:
 
         `overlong[i]` is True where text i held more pieces than
         max_source_length allows (the export translated its first pieces).
+        An `xla=True` export compiles a program per batch size (and source
+        bucket), so its batches are padded with empty lines to a power of
+        two: a handful of programs however the lines were batched.
         """
+        count = len(texts)
+        if self._config["xla"]:
+            texts = list(texts) + [""] * ((1 << (count - 1).bit_length()) - count)
         outputs = self._signature(**{TEXT_INPUT: tf.constant(texts, tf.string)})
         translations = [t.decode("utf-8") for t in outputs[TRANSLATION_OUTPUT].numpy().tolist()]
-        return translations, outputs[OVERLONG_OUTPUT].numpy().tolist()
+        return translations[:count], outputs[OVERLONG_OUTPUT].numpy().tolist()[:count]
 
 
 class TranslationModelHandler(ModelHandler):
@@ -76,7 +82,7 @@ class TranslationModelHandler(ModelHandler):
         export_dir: the export's version folder (`<base>/<version>`): a
             local path or any `tf.io.gfile` URI, e.g. `gs://bucket/models/fr-en/1`.
         max_batch_size: lines per batch. Defaults to 64.
-        max_batch_chars: characters per batch. Defaults to 8192.
+        max_batch_chars: characters per batch. Defaults to 16384.
         large_model: one copy of the model per machine, shared by its
             worker processes, instead of one per process. Defaults to False.
         model_copies: how many copies per machine (implies sharing).
@@ -92,7 +98,7 @@ class TranslationModelHandler(ModelHandler):
                  | RunInference(KeyedModelHandler(handler)) | beam.Map(print))
     """
 
-    def __init__(self, export_dir, *, max_batch_size=64, max_batch_chars=8192,
+    def __init__(self, export_dir, *, max_batch_size=64, max_batch_chars=16384,
                  large_model=False, model_copies=None):
         if max_batch_size < 1 or max_batch_chars < 1:
             raise ValueError(

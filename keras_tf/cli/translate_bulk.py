@@ -50,8 +50,8 @@ def add_arguments(parser):
     )
     parser.add_argument("--batch-size", metavar="N", type=int_in_range(1), default=64,
                         help="lines per batch; default: 64")
-    parser.add_argument("--batch-chars", metavar="N", type=int_in_range(1), default=8192,
-                        help="characters per batch; default: 8192")
+    parser.add_argument("--batch-chars", metavar="N", type=int_in_range(1), default=16384,
+                        help="characters per batch; default: 16384")
     parser.add_argument("--lines-per-part", metavar="N", type=int_in_range(1), default=10000,
                         help="lines a worker puts back in order at a time; default: 10000")
     parser.add_argument(
