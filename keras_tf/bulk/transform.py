@@ -109,7 +109,9 @@ class TranslateLines(beam.PTransform):
     by (file, line number) to put lines back in place).
 
     Lines are batched in each worker by `TranslationModelHandler`'s bounds,
-    sorted by length within a window of `SORT_WINDOW_BATCHES` batches.
+    sorted by length within a window of `SORT_WINDOW_BATCHES` batches. The
+    batches a bundle leaves at its end go to the global window: a transform
+    for batch pipelines (bounded inputs in the global window), as bulk jobs are.
 
     Args:
         handler: a `TranslationModelHandler`.
