@@ -178,3 +178,19 @@ def test_without_beam_the_command_says_what_to_install(monkeypatch, tmp_path):
     assert status == 2
     assert err == ('keras-tf translate-bulk: error: translate-bulk needs Apache Beam: '
                    'pip install "keras-tf[beam]"\n')
+
+
+def test_beam_options_pass_through_in_order_and_other_commands_still_refuse_them():
+    from keras_tf.cli.errors import UserError
+    from keras_tf.cli.main import build_parser
+
+    args = build_parser(["translate-bulk"]).parse_args([
+        "translate-bulk", "--export", "e", "--runner", "DataflowRunner", "--input", "i",
+        "--output", "o", "--temp_location=gs://b/tmp", "--pairs", "--project", "p"])
+    assert (args.export, args.input, args.output, args.pairs) == ("e", "i", "o",
+                                                                  "source-translation")
+    assert args.unknown_options == ["--runner", "DataflowRunner", "--temp_location=gs://b/tmp",
+                                    "--project", "p"]
+    with pytest.raises(UserError, match="^unrecognized arguments: --runner DataflowRunner$"):
+        build_parser(["translate"]).parse_args(
+            ["translate", "--model", "m", "--runner", "DataflowRunner"])
