@@ -282,11 +282,13 @@ def assemble(options, plan):
     lines = rejected = 0
     rejects_temporary = os.path.join(plan.staging, "all." + REJECTS_FILENAME)
     with gfile.GFile(rejects_temporary, "wb") as rejects_file:
+        rejects_file.write(b"")  # GFile creates a file at its first write: an empty one too
         for index, (source, output) in enumerate(zip(plan.inputs, plan.outputs)):
             expected = int(gfile.GFile(_lines_path(plan.staging, index), "rb").read())
             temporary = os.path.join(plan.staging, f"{index:06d}.out")
             written = 0
             with gfile.GFile(temporary, "wb") as out:
+                out.write(b"")  # an empty input's output
                 for part in range(-(-expected // options.lines_per_part)):
                     data = gfile.GFile(_part_path(plan.staging, index, part, "out"), "rb").read()
                     written += data.count(b"\n")

@@ -22,7 +22,7 @@ def xla_export(tmp_path_factory):
 
 
 def input_files(folder):
-    """Two inputs with empty lines, non-ASCII, a byte that is not UTF-8, an overlong line, CRLF.
+    """Three inputs: empty lines, non-ASCII, a byte that is not UTF-8, an overlong line, CRLF; an empty file.
 
     Returns `{name: [line bytes]}` as a line reader splits them.
     """
@@ -31,6 +31,7 @@ def input_files(folder):
         "a.txt": b"open save file\n\ncaf\xc3\xa9 cr\xc3\xa8me \xc3\xbcber stra\xc3\x9fe\n"
                  b"run the cell \xff now\n" + OVERLONG.encode() + b"\nclose tab\r\n  \n",
         "b.txt": b"\n\nrun stop copy\nfichier onglet noyau",  # no final line end
+        "c.txt": b"",
     }
     for name, data in contents.items():
         (folder / name).write_bytes(data)
@@ -38,4 +39,5 @@ def input_files(folder):
         "a.txt": [b"open save file", b"", "café crème über straße".encode(), b"run the cell \xff now",
                   OVERLONG.encode(), b"close tab", b"  "],
         "b.txt": [b"", b"", b"run stop copy", b"fichier onglet noyau"],
+        "c.txt": [],
     }

@@ -42,7 +42,7 @@ def read_lines(path):
 
 def test_every_line_comes_back_in_place_equal_to_generate(one_worker, greedy_export):
     folder, lines, _ = one_worker
-    assert sorted(os.listdir(folder / "out")) == ["a.txt", "b.txt", "rejects.tsv"]  # no staging
+    assert sorted(os.listdir(folder / "out")) == ["a.txt", "b.txt", "c.txt", "rejects.tsv"]
     good = [(name, number, source.decode("utf-8")) for name, sources in lines.items()
             for number, source in enumerate(sources, start=1)
             if (name, number) not in BAD and source.strip()]
@@ -62,7 +62,7 @@ def test_the_rejects_name_exactly_the_bad_lines_and_the_counts_add_up(one_worker
     for (_, _, reason), expected in zip(rejects, BAD.values()):
         assert reason.startswith(expected), reason
     total = sum(len(sources) for sources in lines.values())
-    assert out == (f"translate-bulk: 2 files, {total} lines in = {total - 2} translated + 2 "
+    assert out == (f"translate-bulk: 3 files, {total} lines in = {total - 2} translated + 2 "
                    f"rejected (rejects: {folder / 'out' / 'rejects.tsv'})\n")
 
 
@@ -74,7 +74,7 @@ def test_two_worker_processes_write_the_same_bytes(one_worker, greedy_export, tm
         "--direct_num_workers", 2, "--direct_running_mode", "multi_processing",
     )
     assert status == 0, err
-    for name in ("a.txt", "b.txt", "rejects.tsv"):
+    for name in ("a.txt", "b.txt", "c.txt", "rejects.tsv"):
         assert (tmp_path / name).read_bytes() == (folder / "out" / name).read_bytes(), name
 
 
