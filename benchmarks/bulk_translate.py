@@ -19,7 +19,9 @@ line written:
   process, stdin -> stdout);
 - CTranslate2's `Translator.translate_file` (`--peer ctranslate2`) on the
   same model exported with `keras-tf export --format ctranslate2`, float32
-  and int8 weights, max_batch_size 64, intra_threads = the CPU count. It
+  and int8 weights, max_batch_size 64, intra_threads `--ct2-threads`
+  (default 1: on a loaded 2-core machine, CTranslate2's float32 with 2
+  OpenMP threads ran 17x slower than with 1, 39 against 681 lines/s). It
   reads pre-tokenized lines: tokenizing (and detokenizing) is left out of
   its time, which favours it.
 
@@ -57,6 +59,8 @@ def parse_args(argv):
     parser.add_argument("--train-steps", type=int, default=600,
                         help="steps of the model trained here; default: 600")
     parser.add_argument("--workdir", help="default: a new temporary folder")
+    parser.add_argument("--ct2-threads", type=int, default=1,
+                        help="CTranslate2's intra_threads; default: 1")
     parser.add_argument("--no-two-workers", action="store_true",
                         help="skip translate-bulk on 2 worker processes")
     # The peers this script runs in processes of their own.
@@ -100,11 +104,11 @@ def signature_peer(export_dir, source, target):
             out.flush()
 
 
-def ctranslate2_peer(ct2_dir, source, target, max_length):
+def ctranslate2_peer(ct2_dir, source, target, max_length, threads):
     """CTranslate2's translate_file on pre-tokenized lines (token names), greedy."""
     import ctranslate2
 
-    translator = ctranslate2.Translator(ct2_dir, device="cpu", intra_threads=os.cpu_count(),
+    translator = ctranslate2.Translator(ct2_dir, device="cpu", intra_threads=threads,
                                         inter_threads=1)
     translator.translate_file(
         source, target, max_batch_size=BATCH_SIZE, beam_size=1,
@@ -237,7 +241,8 @@ def main(argv=None):
     if args.peer == "signature":
         return signature_peer(args.model, args.source, args.target)
     if args.peer == "ctranslate2":
-        return ctranslate2_peer(args.model, args.source, args.target, args.max_length)
+        return ctranslate2_peer(args.model, args.source, args.target, args.max_length,
+                                args.ct2_threads)
 
     import keras_tf
 
@@ -279,7 +284,8 @@ def main(argv=None):
         target = os.path.join(out, f"ct2-{name}")
         peers[f"CTranslate2 translate_file, {name}"] = (
             [sys.executable, script, "--peer", "ctranslate2", "--model", exports[f"ct2_{name}"],
-             "--source", tokens, "--target", target, "--max-length", str(max_length)],
+             "--source", tokens, "--target", target, "--max-length", str(max_length),
+             "--ct2-threads", str(args.ct2_threads)],
             target, None)
 
     results = {}
@@ -295,7 +301,7 @@ def main(argv=None):
     ct2 = rate["CTranslate2 translate_file, float32"]
     signature = rate["signature, default export"]
     print(f"\n{lines} lines of the Bible's English side, greedy, max_length {max_length}, "
-          f"{os.cpu_count()} CPUs")
+          f"{os.cpu_count()} CPUs, CTranslate2 intra_threads {args.ct2_threads}")
     print("| peer | lines/s | seconds | first output (s) | lines equal to the signature's "
           "| rejected | / CTranslate2 float32 | / signature |")
     print("|---|---|---|---|---|---|---|---|")
