@@ -25,6 +25,11 @@ JAX = ["jax[cpu]>=0.4.36"]
 MARIAN_REFERENCE = ["torch", "transformers>=5.0", "sentencepiece"]
 # `keras-tf export --format ctranslate2` (keras_tf.serving.ctranslate2).
 CTRANSLATE2 = ["ctranslate2>=4.5"]
+# `keras-tf translate-bulk` and keras_tf.bulk (docs/bulk.md): Apache Beam's
+# RunInference. Beam 2.77 needs protobuf < 7; sentencepiece 0.2.3's generated
+# code needs protobuf >= 7.36 at run time, so 0.2.2 at most beside Beam.
+# Not `apache-beam[tft]`: it pins an old protobuf (apache/beam#37854).
+BEAM = ["apache-beam>=2.77,<2.78", "protobuf>=6.31.1,<7", "sentencepiece<0.2.3"]
 # benchmarks/decode_speed.py --ctranslate2: CTranslate2, the decoding peer.
 BENCH = CTRANSLATE2
 
@@ -64,10 +69,12 @@ setup(
         "marian-reference": MARIAN_REFERENCE,
         "ctranslate2": CTRANSLATE2,
         "bench": BENCH,
+        "beam": BEAM,
         "test": DEMO
         + BIBLE
         + JAX
         + CTRANSLATE2
+        + BEAM
         + [
             "pytest>=8",
             "pytest-xdist>=3.2",  # --dist worksteal (pyproject.toml)

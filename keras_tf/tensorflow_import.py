@@ -48,8 +48,7 @@ def require_tensorflow(feature):
 # cuInit: ..."); `import_quietly` and `quiet_tensorflow` look at them while they
 # listen. Running a reloaded SavedModel adds an ERROR line that only says
 # TensorFlow falls back to its own int32 or int64 kernels ("util.cc:131] oneDNN
-# supports DT_INT64 only on
-# platforms with AVX-512...", printed on CPUs that have AVX-512 too): the
+# supports DT_INT64 only on platforms with AVX-512...", printed on CPUs that have AVX-512 too): the
 # command line drops it around such a run (`tensorflow_notices_dropped`).
 _START_UP_LINE = re.compile(
     r"^([IW]\d{4} \d\d:\d\d:\d+\.\d+ +\d+ [\w.]+:\d+\] |"

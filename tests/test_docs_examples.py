@@ -201,6 +201,7 @@ RUN_ELSEWHERE = {
     "docs/serving.md": "fragments over a trained preset; tests/serving checks the signatures "
                        "and requests they show",
     "docs/distributed.md": "fragments of a training script on several devices",
+    "docs/bulk.md": "tests/bulk/test_translate_bulk.py runs its TranslateLines block",
 }
 
 

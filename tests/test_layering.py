@@ -31,6 +31,7 @@ FLOORS = {
     "datasets": 4,
     "translation": 5,
     "training": 6,
+    "bulk": 6,
     "cli": 7,
 }
 # The package face `keras_tf/__init__.py` stands above every floor.

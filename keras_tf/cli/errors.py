@@ -21,10 +21,23 @@ class UserError(Exception):
 
 
 class ArgumentParser(argparse.ArgumentParser):
-    """argparse, raising `UserError` instead of printing the usage and exiting."""
+    """argparse, raising `UserError` instead of printing the usage and exiting.
+
+    A command that sets the default `unknown_options=[]` receives the
+    options it does not know there, in order, instead of an error
+    (`translate-bulk` passes them on to Beam).
+    """
 
     def error(self, message):
         raise UserError(message)
+
+    def parse_args(self, args=None, namespace=None):
+        parsed, unknown = self.parse_known_args(args, namespace)
+        if unknown:
+            if not isinstance(getattr(parsed, "unknown_options", None), list):
+                self.error(f"unrecognized arguments: {' '.join(unknown)}")
+            parsed.unknown_options = unknown
+        return parsed
 
 
 def one_line(text):

@@ -10,6 +10,7 @@
     keras-tf attention --model DIR --text "..." --out map.png
     keras-tf plot-encoding --out pe.png
     keras-tf import-marian --model DIR --out DIR2  an OPUS-MT (Hugging Face Marian) model as a model directory
+    keras-tf translate-bulk --export DIR --input GLOB --output DIR   files line for line on Apache Beam
 
 Each command module has `add_arguments(parser)` and `run(args)`; `run`
 returns the exit status. A `UserError` (and the `ValueError` or `OSError`
@@ -51,6 +52,7 @@ COMMANDS = {
     "attention": "attention",
     "plot-encoding": "plot_encoding",
     "import-marian": "import_marian",
+    "translate-bulk": "translate_bulk",
 }
 
 
