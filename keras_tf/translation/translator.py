@@ -33,7 +33,7 @@ from keras import ops
 from keras_tf.decoding.config import DecodingConfig
 from keras_tf.decoding.generate import generate as generate_ids
 from keras_tf.models.learning_rates import fine_tuning_peak_learning_rate
-from keras_tf.models.losses import MaskedSparseCategoricalCrossentropy
+from keras_tf.models.losses import MaskedSparseCategoricalCrossentropy, never_emitted_ids
 from keras_tf.models.metrics import MaskedTokenAccuracy
 from keras_tf.models.schedules import paper_adam
 from keras_tf.models.seq2seq_backbone import build_optimizer
@@ -269,7 +269,8 @@ class Seq2SeqTranslator(TokenMeanLossTracking, keras.Model):
                 rate, a tenth of the paper's peak for its d_model (7e-5 at
                 512), so that it keeps what it knows.
             loss: Defaults to `"auto"`: `MaskedSparseCategoricalCrossentropy`
-                with label smoothing 0.1.
+                with label smoothing 0.1, none of it on the ids the model
+                never emits (`never_emitted_ids`).
             metrics: Defaults to `"auto"`: `[MaskedTokenAccuracy()]`.
             jit_compile: Defaults to True (Keras's "auto" resolves to False
                 on CPU-only TensorFlow).
@@ -279,7 +280,9 @@ class Seq2SeqTranslator(TokenMeanLossTracking, keras.Model):
                 self.default_learning_rate, beta_1=0.9, beta_2=0.98, epsilon=1e-9
             )
         if loss == "auto":
-            loss = MaskedSparseCategoricalCrossentropy(label_smoothing=0.1)
+            loss = MaskedSparseCategoricalCrossentropy(
+                label_smoothing=0.1, excluded_ids=never_emitted_ids(self.backbone)
+            )
         if metrics == "auto":
             metrics = [MaskedTokenAccuracy()]
         super().compile(
@@ -401,7 +404,10 @@ class Seq2SeqTranslator(TokenMeanLossTracking, keras.Model):
                 optimizer=paper_adam(
                     schedule, gradient_accumulation_steps=options.gradient_accumulation_steps
                 ),
-                loss=MaskedSparseCategoricalCrossentropy(label_smoothing=options.label_smoothing),
+                loss=MaskedSparseCategoricalCrossentropy(
+                    label_smoothing=options.label_smoothing,
+                    excluded_ids=never_emitted_ids(self.backbone),
+                ),
             )
         build_optimizer(self)
         if isinstance(validation_data, tuple) and len(validation_data) == 2:
