@@ -386,12 +386,15 @@ def write_decoding(directory, decoding):
     write_json(os.path.join(directory, DECODING_FILE), decoding.to_dict())
 
 
-def write_metadata(directory, lora=None):
-    """Write `metadata.json`: the format, the versions that wrote it, and any merged LoRA.
+def write_metadata(directory, lora=None, merged=None):
+    """Write `metadata.json`: the format, the versions that wrote it, any merged LoRA or weights.
 
     Args:
         lora: `backbone.lora` of a model trained with LoRA factors (their
             rank and layers), which `model.keras` holds merged into its kernels.
+        merged: how `model.keras` was merged from two models' weights
+            (`keras_tf.training.merging`: the base, the tuned run, α and any
+            scores), a dict. Defaults to None: it was not.
     """
     metadata = {
         "format": PRESET_FORMAT,
@@ -402,6 +405,8 @@ def write_metadata(directory, lora=None):
     }
     if lora is not None:
         metadata["lora_merged"] = lora
+    if merged is not None:
+        metadata["weights_merged"] = merged
     write_json(os.path.join(directory, METADATA_FILE), metadata)
 
 
