@@ -127,18 +127,45 @@ def add_arguments(parser):
         "with --init-from the default peak is then twice the from-scratch one",
     )
     parser.add_argument(
+        "--replay-source", metavar="FILE",
+        help="with --init-from: source sentences of the domain to keep (UTF-8 text, one a "
+        "line, e.g. any general text in the source language); the --init-from model "
+        "translates them before training, into DIR/replay-pairs.tsv (a rerun or resume "
+        "reads them back), and those pairs are replayed as --replay-corpus pairs are",
+    )
+    parser.add_argument(
         "--replay-ratio", metavar="R", type=float,
-        help="with --replay-corpus, replayed pairs per --train pair; default: two",
+        help="with --replay-corpus or --replay-source, replayed pairs per --train pair; "
+        "default: two",
+    )
+    parser.add_argument(
+        "--general-valid", metavar="FILE",
+        help="with --init-from: pairs of the domain to keep (TSV, a few hundred); after "
+        "training, DIR/model.keras becomes the largest merge θ₀ + α(θ_ft − θ₀), α in 1.0, "
+        "0.9, ..., 0, whose greedy BLEU on them is at least --keep times the --init-from "
+        "model's; the fine-tuned model stays beside it in DIR/tuned.keras",
+    )
+    parser.add_argument(
+        "--keep", metavar="K", type=float, default=0.9,
+        help="with --general-valid, the share of the --init-from model's BLEU to keep; "
+        "default: 0.9",
+    )
+    parser.add_argument(
+        "--merge-alpha", metavar="A", type=float,
+        help="with --init-from: after training, DIR/model.keras becomes θ₀ + A(θ_ft − θ₀) "
+        "(0: the --init-from model, 1: the fine-tuned one) instead of a chosen α",
     )
     parser.add_argument(
         "--lora-rank", metavar="R", type=int_in_range(1),
-        help="train rank-R LoRA factors alone (Seq2SeqBackbone.enable_lora); DIR/model.keras "
-        "holds the merged kernels",
+        help="train rank-R LoRA factors alone (Seq2SeqBackbone.enable_lora), at the LoRA "
+        "peak rate with --init-from (ten times fine-tuning's); DIR/model.keras holds the "
+        "merged kernels",
     )
     parser.add_argument(
-        "--lora-targets", metavar="NAMES", default="query,value",
+        "--lora-targets", metavar="NAMES",
         help="comma-separated Dense layers LoRA adapts (query, key, value, "
-        "attention_output, inner_dense, output_dense); query,value when not given",
+        "attention_output, inner_dense, output_dense); default: every one of them "
+        "(attention and feed-forward)",
     )
     parser.add_argument(
         "--tokenizer-model", metavar="FILE", nargs="+",
@@ -206,6 +233,10 @@ def _run(args, check_out):
     check_preset(args.preset)
     if args.init_from is not None:
         check_model_dir(args.init_from, option="--init-from")
+    for path, option in ((args.replay_source, "--replay-source"),
+                         (args.general_valid, "--general-valid")):
+        if path is not None and not os.path.isfile(path):
+            raise UserError(f"{option}: no such file: {path}")
     options = training_options(args)
     replace = check_out and check_target(
         args.out, "--out", args.overwrite, "holds files that are not a keras-tf run", ours=_is_a_run
@@ -269,6 +300,10 @@ def training_options(args):
 
 
 def _lora_targets(args):
+    from keras_tf.translation.training_options import LORA_TARGETS
+
+    if args.lora_targets is None:
+        return LORA_TARGETS
     return [name.strip() for name in args.lora_targets.split(",") if name.strip()]
 
 

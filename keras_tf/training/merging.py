@@ -21,6 +21,9 @@ import numpy as np
 from keras_tf.option_error import OptionError
 from keras_tf.translation import presets
 
+# The α a run with --general-valid tries, largest first: a tenth apart.
+ALPHAS = tuple(round(1 - i / 10, 1) for i in range(11))
+
 # TransformerConfig fields that change no weight: two models differing in
 # them alone still merge.
 _WEIGHTLESS_FIELDS = ("dropout", "attention_dropout")
@@ -75,16 +78,49 @@ def merge_weights(base, tuned, alpha):
         >>> all((m == b).all() for m, b in zip(merged.get_weights(), base.get_weights()))
         True
     """
-    alpha = check_alpha(alpha)
     check_mergeable(base, tuned)
+    tuned.set_weights(merged_weights(base.get_weights(), tuned.get_weights(), alpha))
+    return tuned
+
+
+def merged_weights(base_weights, tuned_weights, alpha):
+    """The list of (1 − α)·θ_base + α·θ_tuned, numpy array by array (see `merge_weights`)."""
+    alpha = check_alpha(alpha)
     merged = []
-    for start, end in zip(base.get_weights(), tuned.get_weights()):
+    for start, end in zip(base_weights, tuned_weights):
         if np.issubdtype(end.dtype, np.floating):
             value = (1.0 - alpha) * start.astype(np.float64) + alpha * end.astype(np.float64)
             end = value.astype(end.dtype)
         merged.append(end)
-    tuned.set_weights(merged)
-    return tuned
+    return merged
+
+
+def choose_alpha(score, start_score, keep, alphas=ALPHAS):
+    """The largest α of `alphas` whose merge scores at least `keep` × `start_score`.
+
+    Tries them largest first and stops at the first that keeps enough, so a
+    fine-tuned model that already keeps costs one score. α = 0 is the start
+    itself, which always keeps.
+
+    Args:
+        score: `score(alpha)`, e.g. the BLEU of that merge on the domain to keep.
+        start_score: the starting model's score (α = 0).
+        keep: the share of `start_score` to keep, in (0, 1].
+        alphas: the grid. Defaults to `ALPHAS`: 1.0, 0.9, ..., 0.0.
+
+    Returns:
+        `(alpha, scores)`: the chosen α and `{alpha: score}` of those tried.
+
+    Example:
+        >>> choose_alpha(lambda a: 100 - 60 * a, 100.0, 0.9)[0]
+        0.1
+    """
+    scores = {}
+    for alpha in sorted(alphas, reverse=True):
+        scores[alpha] = start_score if alpha == 0 else float(score(alpha))
+        if scores[alpha] >= keep * start_score:
+            return alpha, scores
+    return 0.0, scores
 
 
 def _files(folder):

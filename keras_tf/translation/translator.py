@@ -44,7 +44,8 @@ from keras_tf.models.token_loss import TokenMeanLossTracking
 from keras_tf.special_tokens import END_ID, PAD_ID, START_ID
 from keras_tf.tensorflow_import import require_tensorflow
 from keras_tf.translation import presets
-from keras_tf.translation.training_options import TrainingOptions
+from keras_tf.translation.batches import own_translations
+from keras_tf.translation.training_options import REPLAY_RATIO, TrainingOptions
 from keras_tf.translation.inputs import (
     as_texts,
     holds_strings,
@@ -390,6 +391,8 @@ class Seq2SeqTranslator(TokenMeanLossTracking, keras.Model):
         """
         if options is not None:
             batch_size, seed = self._loop_of(options, batch_size, seed, kwargs)
+            if options.replay_source is not None:
+                x, y = self.with_own_replay(x, y, options)
         elif not self.compiled:
             self.compile()
         x, y, batch_size, batches = self._as_dataset(x, y, batch_size, shuffle, seed, repeat=True)
@@ -428,6 +431,35 @@ class Seq2SeqTranslator(TokenMeanLossTracking, keras.Model):
         return super().fit(
             x, y, batch_size=batch_size, validation_data=validation_data, shuffle=shuffle, **kwargs
         )
+
+    def with_own_replay(self, sources, targets, options):
+        """`(sources, targets)` with this translator's translations of `options.replay_source` mixed in.
+
+        The lines of `options.replay_source` (plain text of the domain to
+        keep) are translated first (`keras_tf.translation.batches.own_translations`),
+        then `options.replay_ratio` of those pairs per given pair are drawn
+        from `options.seed` and appended (`keras_tf.text.with_replay`), as
+        `keras-tf train --replay-source` does. `fit(..., options=...)` calls it.
+
+        Args:
+            sources: source strings.
+            targets: target strings, one per source.
+            options: a `TrainingOptions` with `replay_source`.
+        """
+        if not (is_text(sources) and is_text(targets)):
+            raise OptionError(
+                [("replay_source", options.replay_source)],
+                "fit replays with text pairs: pass x and y as lists of strings",
+            )
+        # TensorFlow (keras_tf.text), which a JAX user of ids need not import: deferred.
+        from keras_tf.text.corpora import ParallelCorpus, with_replay
+
+        sources, targets = text_pairs(sources, targets, ("x", "y"))
+        made = own_translations(self, options.replay_source)
+        ratio = REPLAY_RATIO if options.replay_ratio is None else options.replay_ratio
+        mixed = with_replay(ParallelCorpus(list(sources), list(targets)), ParallelCorpus(*made),
+                            ratio, options.seed)
+        return mixed.sources, mixed.targets
 
     @staticmethod
     def _loop_of(options, batch_size, seed, kwargs):
