@@ -175,3 +175,12 @@ def test_lora_defaults_to_its_own_rate_and_the_feed_forward_layers(trained_run, 
     assert fine_tuning_peak_learning_rate(d_model) < max(rates) <= peak * (1 + 1e-6)
     adapted = presets.read_metadata(out)["lora_merged"]["target_layer_names"]
     assert {"inner_dense", "output_dense", "query", "value"} <= set(adapted)
+    # A LoRA run's model.keras holds plain merged kernels: it merges, and its merge merges again.
+    half, quarter = tmp_path / "half", tmp_path / "quarter"
+    for tuned, out_dir in ((out, half), (half, quarter)):
+        assert main(["merge", "--base", str(trained_run[0]), "--tuned", str(tuned),
+                     "--alpha", "0.5", "--out", str(out_dir)]) == 0
+    start = presets.load_backbone(trained_run[0]).get_weights()
+    tuned = presets.load_backbone(out).get_weights()
+    for a, b, got in zip(start, tuned, presets.load_backbone(quarter).get_weights()):
+        np.testing.assert_allclose(got, 0.75 * a + 0.25 * b, rtol=1e-5, atol=1e-6)
