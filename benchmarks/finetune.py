@@ -24,7 +24,19 @@ much of the Bible the adaptation keeps.
 
 `--ways` runs other variants (the recipe search): `replay0.5` replays half
 a Bible pair per UI pair, `lora16` trains LoRA of rank 16, and `@S` after a
-way sets its peak to S times the from-scratch one (`replay@1`).
+way sets its peak to S times the from-scratch one (`replay@1`). The ways of
+issue #58: `replay-source` (the old model's own translations of the old
+domain's training sources, `--replay-source`), `general-valid` (the
+from-scratch peak, then the largest merge keeping 90 % of the old model's
+BLEU on 200 old-domain validation pairs, `--general-valid`), and `merge`
+(the curve over α of the from-scratch-schedule run merged with the old
+model, `keras-tf merge`; needs `scratch-schedule` first).
+
+`--pair lengths` swaps the domains for a pair that shares one vocabulary:
+a transformer_tiny trained to reverse sentences of 2-6 words (of 60) is
+adapted to sentences of 8-12 words, which it never saw:
+
+    python benchmarks/finetune.py --pair lengths --out lengths-run --bible-epochs 8 --epochs 2 --ways defaults,replay,replay-source,scratch-schedule,merge,general-valid,lora,scratch-ui
 """
 
 import argparse
@@ -38,6 +50,9 @@ import common  # noqa: F401  (first: quiet TensorFlow start-up)
 def parse_args():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default="finetune-run", help="where the runs go")
+    parser.add_argument("--pair", choices=("bible-ui", "lengths"), default="bible-ui",
+                        help="the old and new domains: the Bible and JupyterLab's UI strings, "
+                             "or short and long sentences to reverse (one vocabulary)")
     parser.add_argument("--bible-epochs", type=int, default=3)
     parser.add_argument("--epochs", type=int, default=5, help="in-domain epochs of each way")
     parser.add_argument("--bible-test", type=int, default=400, help="Bible test verses scored")
@@ -54,10 +69,32 @@ def parse_args():
     return parser.parse_args()
 
 
+WORDS = [f"{a}{b}" for a in ("ka", "lo", "mi", "nu", "pe", "ri") for b in
+         ("b", "d", "g", "l", "m", "n", "r", "s", "t", "z")]
+
+
+def lengths_pair(low, high, pairs, seed):
+    """Sentences of `low`-`high` words of `WORDS`, each with its words reversed, as splits."""
+    import random
+    import types
+
+    from keras_tf.text import ParallelCorpus
+
+    rng = random.Random(seed)
+
+    def split(count):
+        sources = [" ".join(rng.choice(WORDS) for _ in range(rng.randint(low, high)))
+                   for _ in range(count)]
+        return ParallelCorpus(sources, [" ".join(reversed(s.split())) for s in sources])
+
+    return types.SimpleNamespace(train=split(pairs), valid=split(200), test=split(400))
+
+
 def main():
     args = parse_args()
     from keras_tf.datasets import load_bible, load_jupyterlab_fr
     from keras_tf.decoding import DecodingConfig
+    from keras_tf.training import merging
     from keras_tf.training.bleu import corpus_metrics
     from keras_tf.training.preset_dir import train_preset_dir
     from keras_tf.models.schedules import paper_peak_learning_rate
@@ -65,7 +102,13 @@ def main():
     from keras_tf.translation import Seq2SeqTranslator
     from keras_tf.translation.batches import translate_in_batches
 
-    bible, ui = load_bible("fr"), load_jupyterlab_fr()
+    if args.pair == "lengths":
+        # "bible" is the old domain, "ui" the new one, whatever the pair.
+        bible, ui = lengths_pair(2, 6, 6000, seed=1), lengths_pair(8, 12, 3000, seed=2)
+        preset = "transformer_tiny"
+    else:
+        bible, ui = load_bible("fr"), load_jupyterlab_fr()
+        preset = "transformer_small"
     bible_test = bible.test.sources[: args.bible_test], bible.test.targets[: args.bible_test]
     greedy = DecodingConfig(method="greedy")
 
@@ -84,8 +127,9 @@ def main():
     start = time.perf_counter()
     trained = f"{args.bible_epochs} epochs of the defaults, reused from {bible_dir}"
     if not os.path.isfile(os.path.join(bible_dir, "model.keras")) or args.bible_epochs == 0:
-        train_preset_dir(bible_dir, bible.train, bible.valid, preset="transformer_small",
-                         epochs=args.bible_epochs, verbose=2)
+        train_preset_dir(bible_dir, bible.train, bible.valid, preset=preset,
+                         epochs=args.bible_epochs, verbose=2,
+                         **(dict(max_length=32) if args.pair == "lengths" else {}))
         trained = (f"{args.bible_epochs} epochs of the defaults in "
                    f"{time.perf_counter() - start:.0f} s")
     d_model = Seq2SeqTranslator.from_preset(bible_dir).config.d_model
@@ -104,25 +148,50 @@ def main():
             rank = int(kind[4:] or args.lora_rank)
             label = f"LoRA rank {rank}"
             options["lora_rank"] = rank
+        elif kind == "replay-source":
+            label = f"fine-tuned, replaying its own translations of {len(bible.train)} sources"
+            options["replay_source"] = replay_source
         elif kind.startswith("replay"):
             ratio = float(kind[6:] or REPLAY_RATIO)
             label = f"fine-tuned with replay, {ratio:g} Bible pair(s) per UI pair"
             options.update(replay_corpus=bible.train, replay_ratio=ratio)
+        elif kind == "general-valid":
+            label = "fine-tuned at the from-scratch peak, merged by 200 old-domain pairs"
+            options.update(learning_rate=scratch_peak, general_valid=general_valid)
         elif kind == "scratch-ui":
             label = "from scratch on the UI strings (peer)"
-            options = dict(preset="transformer_small")
+            options = dict(preset=preset, **(dict(max_length=32) if args.pair == "lengths"
+                                             else {}))
         else:
             raise SystemExit(f"unknown way {spec!r}")
         if scale:
             options["learning_rate"] = float(scale) * scratch_peak
             label += f", peak {scale}x from-scratch"
-        elif kind not in ("defaults", "scratch-schedule", "scratch-ui"):
+        elif kind not in ("defaults", "scratch-schedule", "scratch-ui", "general-valid"):
             label += ", defaults"
         return label, options
+
+    replay_source = os.path.join(args.out, "old-sources.txt")
+    with open(replay_source, "w", encoding="utf-8") as file:
+        file.writelines(" ".join(line.split()) + "\n" for line in bible.train.sources)
+    general_valid = os.path.join(args.out, "old-valid-200.tsv")
+    with open(general_valid, "w", encoding="utf-8") as file:
+        file.writelines(f"{' '.join(s.split())}\t{' '.join(t.split())}\n" for s, t in
+                        zip(bible.valid.sources[:200], bible.valid.targets[:200]))
 
     # spec -> (label, scores, train seconds)
     rows = {"unadapted": ("Bible model, unadapted", scores(bible_dir), 0.0)}
     for spec in args.ways.split(","):
+        if spec == "merge":
+            tuned = os.path.join(args.out, "scratch-schedule")
+            for alpha in (0.25, 0.5, 0.75):
+                directory = os.path.join(args.out, f"merge{alpha:g}")
+                began = time.perf_counter()
+                if not os.path.isdir(directory):
+                    merging.merge_presets(bible_dir, tuned, alpha, directory)
+                rows[f"merge{alpha:g}"] = (f"from-scratch-schedule run merged, alpha {alpha:g}",
+                                           scores(directory), time.perf_counter() - began)
+            continue
         label, options = way(spec)
         directory = os.path.join(args.out, spec)
         began = time.perf_counter()

@@ -6,6 +6,7 @@
     keras-tf translate --model DIR               stdin -> stdout, one line out per line in
     keras-tf export --model DIR --out BASE/NAME/VERSION
     keras-tf average --model DIR --last N --out DIR2   the mean of the last N epochs' weights
+    keras-tf merge --base DIR --tuned DIR2 --alpha A --out DIR3   θ₀ + α(θ_ft − θ₀) of two models
     keras-tf score --model DIR --pairs FILE       the log-probability of each given pair
     keras-tf attention --model DIR --text "..." --out map.png
     keras-tf plot-encoding --out pe.png
@@ -48,6 +49,7 @@ COMMANDS = {
     "translate": "translate",
     "export": "export",
     "average": "average",
+    "merge": "merge",
     "score": "score",
     "attention": "attention",
     "plot-encoding": "plot_encoding",

@@ -26,7 +26,7 @@ import os
 import sys
 import time
 
-from keras_tf.cli.errors import UserError, int_in_range
+from keras_tf.cli.errors import StoreGiven, UserError, given, int_in_range
 from keras_tf.cli.targets import add_overwrite_argument
 from keras_tf.frozen_config import MAX_SEED
 
@@ -135,18 +135,45 @@ def add_arguments(parser):
         "with --init-from the default peak is then twice the from-scratch one",
     )
     parser.add_argument(
+        "--replay-source", metavar="FILE",
+        help="with --init-from: source sentences of the domain to keep (UTF-8 text, one a "
+        "line, e.g. any general text in the source language); the --init-from model "
+        "translates them before training, into DIR/replay-pairs.tsv (a rerun or resume "
+        "reads them back), and those pairs are replayed as --replay-corpus pairs are",
+    )
+    parser.add_argument(
         "--replay-ratio", metavar="R", type=float,
-        help="with --replay-corpus, replayed pairs per --train pair; default: two",
+        help="with --replay-corpus or --replay-source, replayed pairs per --train pair; "
+        "default: two",
+    )
+    parser.add_argument(
+        "--general-valid", metavar="FILE",
+        help="with --init-from: pairs of the domain to keep (TSV, a few hundred); after "
+        "training, DIR/model.keras becomes the largest merge θ₀ + α(θ_ft − θ₀), α in 1.0, "
+        "0.9, ..., 0, whose greedy BLEU on them is at least --keep times the --init-from "
+        "model's; the fine-tuned model stays beside it in DIR/tuned.keras",
+    )
+    parser.add_argument(
+        "--keep", metavar="K", type=float, default=0.9, action=StoreGiven,
+        help="with --general-valid, the share of the --init-from model's BLEU to keep; "
+        "default: 0.9",
+    )
+    parser.add_argument(
+        "--merge-alpha", metavar="A", type=float,
+        help="with --init-from: after training, DIR/model.keras becomes θ₀ + A(θ_ft − θ₀) "
+        "(0: the --init-from model, 1: the fine-tuned one) instead of a chosen α",
     )
     parser.add_argument(
         "--lora-rank", metavar="R", type=int_in_range(1),
-        help="train rank-R LoRA factors alone (Seq2SeqBackbone.enable_lora); DIR/model.keras "
-        "holds the merged kernels",
+        help="train rank-R LoRA factors alone (Seq2SeqBackbone.enable_lora), at the LoRA "
+        "peak rate with --init-from (ten times fine-tuning's); DIR/model.keras holds the "
+        "merged kernels",
     )
     parser.add_argument(
         "--lora-targets", metavar="NAMES",
         help="with --lora-rank, the comma-separated Dense layers LoRA adapts (query, key, "
-        "value, attention_output, inner_dense, output_dense); query,value when not given",
+        "value, attention_output, inner_dense, output_dense); default: every one of them "
+        "(attention and feed-forward)",
     )
     parser.add_argument(
         "--tokenizer-model", metavar="FILE", nargs="+",
@@ -213,11 +240,19 @@ def _run(args, check_out):
     from keras_tf.training.preset_dir import check_same_options, train_preset_dir
 
     # The checks that need no data first, so a mistake costs no waiting.
-    if args.replay_ratio is not None and not args.replay_corpus:
-        raise UserError("--replay-ratio applies to --replay-corpus only; give both, or neither")
+    if given(args, "keep") and args.general_valid is None:
+        raise UserError("--keep applies to --general-valid only; give both, or neither")
+    if args.replay_ratio is not None and not (args.replay_corpus or args.replay_source):
+        raise UserError(
+            "--replay-ratio applies to --replay-corpus or --replay-source only; give one of them"
+        )
     check_preset(args.preset)
     if args.init_from is not None:
         check_model_dir(args.init_from, option="--init-from")
+    for path, option in ((args.replay_source, "--replay-source"),
+                         (args.general_valid, "--general-valid")):
+        if path is not None and not os.path.isfile(path):
+            raise UserError(f"{option}: no such file: {path}")
     options = training_options(args)
     replace = check_out and check_target(
         args.out, "--out", args.overwrite, "holds files that are not a keras-tf run", ours=_is_a_run
@@ -281,11 +316,11 @@ def training_options(args):
 
 
 def _lora_targets(args):
-    """The names of --lora-targets; TrainingOptions' default without it; one line without --lora-rank."""
-    from keras_tf.translation.training_options import TrainingOptions
+    """The names of --lora-targets; every projection without it; one line without --lora-rank."""
+    from keras_tf.translation.training_options import LORA_TARGETS
 
     if args.lora_targets is None:
-        return TrainingOptions.lora_targets
+        return LORA_TARGETS
     if args.lora_rank is None:
         raise UserError("--lora-targets applies to --lora-rank only; give both, or neither")
     return [name.strip() for name in args.lora_targets.split(",") if name.strip()]

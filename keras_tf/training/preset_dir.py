@@ -20,6 +20,7 @@ the same as the first time.
 """
 
 import contextlib
+import dataclasses
 import os
 import shutil
 import sys
@@ -36,9 +37,13 @@ from keras_tf.text.pipeline import (
     fitted_batch_tokens,
 )
 from keras_tf.text.preprocessor import Seq2SeqPreprocessor
+from keras_tf.text.corpora import ParallelCorpus, read_tsv
+from keras_tf.training import merging
 from keras_tf.training.averaging import average_checkpoints, epoch_checkpoints
-from keras_tf.training.bleu import ValidationBleu
+from keras_tf.training.bleu import ValidationBleu, corpus_scores
+from keras_tf.translation.batches import own_translations, translate_in_batches
 from keras_tf.training.distribute import is_chief, make_strategy
+from keras_tf.models.learning_rates import lora_peak_learning_rate
 from keras_tf.models.schedules import (
     fine_tuning_peak_learning_rate,
     paper_peak_learning_rate,
@@ -188,6 +193,8 @@ def _train_preset_dir(
 ):
     """Learn tokenizers, then train a preset with `keras_tf.training.train`; resume if begun.
 
+    A run is the steps below, in order; each reads the one `TrainingOptions`.
+
     Args:
         out_dir: the model directory, created if missing.
         train_corpus: the training `ParallelCorpus`; the tokenizers are
@@ -225,51 +232,10 @@ def _train_preset_dir(
         (its tokenizers and decoding settings), and the `History` of
         `keras_tf.training.train`.
     """
-    if options is None:
-        options = TrainingOptions(**option_values)
-    elif option_values:
-        raise TypeError(
-            "train_preset_dir takes options or their fields as keyword arguments, not both; "
-            f"received options and {sorted(option_values)}"
-        )
-    elif not isinstance(options, TrainingOptions):
-        raise TypeError(f"options must be a TrainingOptions; received {type(options).__name__}")
+    options = _the_options(options, option_values)
     check_same_options(out_dir, options)
-    init_from, tokenizer_model = options.init_from, options.tokenizer_model
-    lora_rank, lora_targets = options.lora_rank, options.lora_targets
-    learning_rate = options.learning_rate
-    batch_size, batch_tokens = options.batch_size, options.batch_tokens
-    gradient_accumulation_steps = options.gradient_accumulation_steps
-    new_pairs = train_corpus  # the new domain, which the [UNK] check reads
-    if replay_corpus is not None:
-        ratio = REPLAY_RATIO if options.replay_ratio is None else options.replay_ratio
-        try:
-            train_corpus = with_replay(train_corpus, replay_corpus, ratio, options.seed)
-        except ValueError as error:
-            raise OptionError([("replay_ratio", options.replay_ratio)], str(error)) from None
-    initial = None
-    if init_from is not None:
-        # Fine-tuning: the given model's tokenizers and config, whatever the options say.
-        initial = Seq2SeqTranslator.from_preset(init_from)
-        if initial.preprocessor is None:
-            raise OptionError(
-                [("init_from", init_from)],
-                f"no {TOKENIZERS_DIR}/ there; fine-tuning keeps the model's tokenizers",
-            )
-        base = initial.config
-        tokenizers = initial.preprocessor.tokenizers
-        max_length = max(base.max_source_length, base.max_target_length)
-    else:
-        base = get_preset(options.preset)
-        max_length = options.max_length
-    if options.dropout is not None:
-        base = base.replace(dropout=options.dropout)
-    longest = max_length or max(base.max_source_length, base.max_target_length)
-    if batch_tokens is not None and batch_tokens < longest:
-        raise OptionError(
-            [("batch_tokens", batch_tokens)],
-            f"a batch must hold one pair of the longest length, {longest} tokens (max_length)",
-        )
+    start = read_start(options)
+    check_batch_fits(options, start)
     os.makedirs(out_dir, exist_ok=True)
     # A multi-worker strategy must exist before the first TensorFlow op,
     # which learning the tokenizers runs.
@@ -277,26 +243,189 @@ def _train_preset_dir(
     chief = is_chief(strategy)
     if chief and run_locks is not None:  # one run writes here at a time (workers write elsewhere)
         run_locks.enter_context(run_lock(out_dir))
+    general_pairs = read_general_valid(options)
+    replay_corpus = make_replay_pairs(options, start, replay_corpus, out_dir, chief)
+    corpus = mix_replay_pairs(options, train_corpus, replay_corpus)
+    text = choose_tokenizers(options, start, corpus, out_dir, chief)
+    plan = plan_schedule(options, start, text, corpus, strategy)
+    data = read_data(options, plan, text, corpus, valid_corpus)
+    print(f"Recipe: {recipe(options, corpus)}", file=sys.stderr)
+    if chief:
+        write_run_files(options, corpus, valid_corpus, out_dir)
+    model, history = fit(options, start, plan, data, out_dir,
+                         strategy=strategy, jit_compile=jit_compile,
+                         backup_every=backup_every, verbose=verbose)
+    model = choose_or_merge(options, start, text, general_pairs, model, out_dir, chief)
+    preprocessor = Seq2SeqPreprocessor(
+        text.tokenizers, plan.config.max_source_length, plan.config.max_target_length
+    )
+    return Seq2SeqTranslator(model, preprocessor, text.decoding), history
+
+
+# --- the steps of a run ---
+
+
+def _the_options(options, option_values):
+    """`options`, or the `TrainingOptions` of `option_values`; a TypeError for both or a wrong type."""
+    if options is None:
+        return TrainingOptions(**option_values)
+    if option_values:
+        raise TypeError(
+            "train_preset_dir takes options or their fields as keyword arguments, not both; "
+            f"received options and {sorted(option_values)}"
+        )
+    if not isinstance(options, TrainingOptions):
+        raise TypeError(f"options must be a TrainingOptions; received {type(options).__name__}")
+    return options
+
+
+@dataclasses.dataclass(frozen=True)
+class Start:
+    """Where a run starts: the `init_from` translator (None from scratch) and its config.
+
+    Args:
+        translator: the `Seq2SeqTranslator` of `options.init_from`, or None.
+        config: its `TransformerConfig`, or the preset's; `options.dropout` applied.
+        max_length: the longest source and target, or None: the config's.
+    """
+
+    translator: object
+    config: object
+    max_length: int = None
+
+    @property
+    def longest(self):
+        """The longest source and target, in tokens."""
+        return self.max_length or max(self.config.max_source_length, self.config.max_target_length)
+
+
+def read_start(options):
+    """The model a run starts from: `options.init_from`'s, or the untrained `options.preset`."""
+    if options.init_from is not None:
+        # Fine-tuning: the given model's tokenizers and config, whatever the options say.
+        initial = Seq2SeqTranslator.from_preset(options.init_from)
+        if initial.preprocessor is None:
+            raise OptionError(
+                [("init_from", options.init_from)],
+                f"no {TOKENIZERS_DIR}/ there; fine-tuning keeps the model's tokenizers",
+            )
+        base = initial.config
+        max_length = max(base.max_source_length, base.max_target_length)
+    else:
+        initial, base, max_length = None, get_preset(options.preset), options.max_length
+    if options.dropout is not None:
+        base = base.replace(dropout=options.dropout)
+    return Start(initial, base, max_length)
+
+
+def check_batch_fits(options, start):
+    """Refuse a token budget that cannot hold one pair of the longest length."""
+    if options.batch_tokens is not None and options.batch_tokens < start.longest:
+        raise OptionError(
+            [("batch_tokens", options.batch_tokens)],
+            f"a batch must hold one pair of the longest length, {start.longest} tokens (max_length)",
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class RunCorpus:
+    """The pairs a run trains on: the new domain's, and the replayed ones mixed in.
+
+    Args:
+        new_pairs: the training corpus given (the new domain).
+        pairs: what is trained on: `new_pairs`, with any replayed pairs mixed in.
+    """
+
+    new_pairs: object
+    pairs: object
+
+    @property
+    def replayed(self):
+        """How many replayed pairs are mixed in."""
+        return len(self.pairs) - len(self.new_pairs)
+
+
+def make_replay_pairs(options, start, replay_corpus, out_dir, chief):
+    """The pairs to replay: `replay_corpus`, or the start model's translations of `replay_source`.
+
+    The starting model translates the lines of `options.replay_source` with
+    its own decoding settings (`keras_tf.translation.batches.own_translations`); the chief
+    writes the pairs into `out_dir` (`presets.REPLAY_PAIRS_FILE`), and a
+    rerun or a resume reads them back instead of translating again.
+    """
+    if options.replay_source is None:
+        return replay_corpus
+    if options.init_from is None:
+        raise OptionError([("replay_source", options.replay_source)],
+                          "replays a trained model's own translations: give init_from too")
+    if replay_corpus is not None:
+        raise OptionError(
+            [("replay_source", options.replay_source)],
+            "replays the starting model's own translations; give it or a replay corpus, not both",
+        )
+    made = presets.read_replay_pairs(out_dir)
+    if made is not None:
+        print(f"Replay: the {len(made[0])} pairs made of {options.replay_source}, read back "
+              f"from {out_dir}/{presets.REPLAY_PAIRS_FILE}", file=sys.stderr)
+        return ParallelCorpus(*made)
+    lines, translations = own_translations(start.translator, options.replay_source)
+    if chief:
+        presets.write_replay_pairs(out_dir, lines, translations)
+    print(f"Replay: {options.init_from} translated the {len(lines)} lines of "
+          f"{options.replay_source} into {out_dir}/{presets.REPLAY_PAIRS_FILE}", file=sys.stderr)
+    # Read back: what a resumed run replays, tabs and line breaks made spaces.
+    return ParallelCorpus(*presets.read_replay_pairs(out_dir)) if chief else ParallelCorpus(
+        lines, translations)
+
+
+def mix_replay_pairs(options, train_corpus, replay_corpus):
+    """Replay: `options.replay_ratio` pairs of `replay_corpus` per training pair, mixed in."""
+    if replay_corpus is None:
+        return RunCorpus(train_corpus, train_corpus)
+    ratio = REPLAY_RATIO if options.replay_ratio is None else options.replay_ratio
+    try:
+        mixed = with_replay(train_corpus, replay_corpus, ratio, options.seed)
+    except ValueError as error:
+        raise OptionError([("replay_ratio", options.replay_ratio)], str(error)) from None
+    return RunCorpus(train_corpus, mixed)
+
+
+@dataclasses.dataclass(frozen=True)
+class RunText:
+    """The tokenizers a run reads and writes with, and the decoding settings its preset keeps."""
+
+    tokenizers: object
+    decoding: object
+
+
+def choose_tokenizers(options, start, corpus, out_dir, chief):
+    """The start model's tokenizers, your SentencePiece model(s), or ones learned from the pairs.
+
+    The chief writes them (and `decoding.json`) into `out_dir` the first time.
+    """
+    initial, base = start.translator, start.config
+    tokenizer_model = options.tokenizer_model
     if initial is not None:
-        decoding = initial.decoding
+        tokenizers, decoding = initial.preprocessor.tokenizers, initial.decoding
         if chief and not os.path.exists(os.path.join(out_dir, TOKENIZERS_DIR)):
             # What the model brings stays as it was: its tokenizers and its
             # decoding settings (an OPUS-MT model's length penalty and limit).
-            presets.copy_text_files(init_from, out_dir)
+            presets.copy_text_files(options.init_from, out_dir)
         kept = decoding.method + (
             f" beam {decoding.beam_size}, length penalty {decoding.length_penalty} "
             f"({decoding.length_penalty_style})" if decoding.method == "beam" else "")
         print(
-            f"Fine-tuning {init_from}/{MODEL_FILE}: kept its {tokenizers.kind} tokenizers "
+            f"Fine-tuning {options.init_from}/{MODEL_FILE}: kept its {tokenizers.kind} tokenizers "
             f"({tokenizers.source_vocabulary_size} ids), its decoding settings ({kept}, "
             f"max_length {decoding.max_length or base.max_target_length}) and its length "
             f"limits ({base.max_source_length}/{base.max_target_length}), not the preset, "
             "tokenizer, vocabulary size or max length options",
             file=sys.stderr,
         )
-        _warn_unknown_pieces(tokenizers, new_pairs)
-    elif tokenizer_model is not None:
-        decoding = DecodingConfig()
+        _warn_unknown_pieces(tokenizers, corpus.new_pairs)
+        return RunText(tokenizers, decoding)
+    decoding = DecodingConfig()
+    if tokenizer_model is not None:
         tokenizers = _tokenizers_from_models(out_dir, tokenizer_model, write=chief)
         if chief:
             presets.write_decoding(out_dir, decoding)
@@ -306,40 +435,62 @@ def _train_preset_dir(
             f"{tokenizers.target_vocabulary_size} target ids (4 reserved, then its pieces)",
             file=sys.stderr,
         )
-        _warn_unknown_pieces(tokenizers, new_pairs)
-    else:
-        decoding = DecodingConfig()
-        # Every worker learns the same tokenizers from the same corpus; the chief saves them.
-        tokenizers, reused = _tokenizers_for(out_dir, train_corpus, options, write=chief)
-        if chief:
-            presets.write_decoding(out_dir, decoding)
-        print(
-            f"{'Reusing' if reused else 'Learned'} {options.tokenizer} tokenizers: "
-            f"{tokenizers.source_vocabulary_size} shared ids in {out_dir}/{TOKENIZERS_DIR}",
-            file=sys.stderr,
-        )
-    max_length = max_length or max(base.max_source_length, base.max_target_length)
-    config = base.replace(
+        _warn_unknown_pieces(tokenizers, corpus.new_pairs)
+        return RunText(tokenizers, decoding)
+    # Every worker learns the same tokenizers from the same corpus; the chief saves them.
+    tokenizers, reused = _tokenizers_for(out_dir, corpus.pairs, options, write=chief)
+    if chief:
+        presets.write_decoding(out_dir, decoding)
+    print(
+        f"{'Reusing' if reused else 'Learned'} {options.tokenizer} tokenizers: "
+        f"{tokenizers.source_vocabulary_size} shared ids in {out_dir}/{TOKENIZERS_DIR}",
+        file=sys.stderr,
+    )
+    return RunText(tokenizers, decoding)
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    """What a run trains: the model's config, its batches, and the peak learning rate.
+
+    Args:
+        config: the `TransformerConfig` trained (the vocabulary of the tokenizers).
+        data_options: the batching of `make_dataset` (sizes, lengths, buckets).
+        peak: the peak learning rate handed to `keras_tf.training.train`
+            (None: its own plan, from scratch).
+    """
+
+    config: object
+    data_options: dict
+    peak: float = None
+
+
+def plan_schedule(options, start, text, corpus, strategy):
+    """The model's config, the batches (a token budget fitted to the corpus) and the peak rate."""
+    tokenizers, max_length = text.tokenizers, start.longest
+    config = start.config.replace(
         source_vocabulary_size=tokenizers.source_vocabulary_size,
         target_vocabulary_size=tokenizers.target_vocabulary_size,
         max_source_length=max_length,
         max_target_length=max_length,
     )
     bucket_boundaries = source_buckets(max_length)
+    batch_size, batch_tokens = options.batch_size, options.batch_tokens
     if batch_size is None and batch_tokens is None:
         batch_tokens = fitted_batch_tokens(
-            train_corpus, tokenizers, max_length=max_length, bucket_boundaries=bucket_boundaries
+            corpus.pairs, tokenizers, max_length=max_length, bucket_boundaries=bucket_boundaries
         )
         print(
             f"Batches of at most {batch_tokens} tokens (the default: {DEFAULT_BATCH_TOKENS}, "
             f"or less for {MIN_BATCHES_PER_EPOCH} batches an epoch; --batch-tokens sets it)",
             file=sys.stderr,
         )
-    if gradient_accumulation_steps and gradient_accumulation_steps > 1:
-        size = (f"{gradient_accumulation_steps * batch_size} pairs" if batch_size else
-                f"at most {gradient_accumulation_steps * batch_tokens} tokens")
+    accumulation = options.gradient_accumulation_steps
+    if accumulation and accumulation > 1:
+        size = (f"{accumulation * batch_size} pairs" if batch_size else
+                f"at most {accumulation * batch_tokens} tokens")
         print(
-            f"One update every {gradient_accumulation_steps} batches: {size} an update; "
+            f"One update every {accumulation} batches: {size} an update; "
             "the learning-rate schedule counts updates",
             file=sys.stderr,
         )
@@ -353,13 +504,60 @@ def _train_preset_dir(
         # where a replica's all-padding share would shrink that step.
         fill_short_batches=strategy.num_replicas_in_sync == 1,
     )
+    replay = corpus.replayed > 0
+    if replay:
+        print(f"Replay: {corpus.replayed} pairs of the replay corpus mixed "
+              f"into the {len(corpus.new_pairs)} training pairs", file=sys.stderr)
+    fine_tuning = start.translator is not None
+    learning_rate = options.learning_rate
+    peak = learning_rate or planned_peak(options, config.d_model, fine_tuning, replay)
+    lora_rate = fine_tuning and learning_rate is None and options.lora_rank
+    print(
+        f"Learning rate: a warm-up to a peak of {peak:.2g} "
+        + ("(the LoRA default: ten times full fine-tuning's, the from-scratch peak; "
+           "--learning-rate sets it)" if lora_rate else
+           f"(the fine-tuning default: {'twice' if replay else 'a tenth of'} the from-scratch "
+           f"peak{' with replay' if replay else ''}; --learning-rate sets it)"
+           if fine_tuning and learning_rate is None else
+           "(--learning-rate)" if learning_rate is not None else
+           "(the paper's peak for this d_model; --learning-rate sets it)")
+        + (f"; LoRA of rank {options.lora_rank} on {', '.join(options.lora_targets)}"
+           if options.lora_rank else ""),
+        file=sys.stderr,
+    )
+    return Plan(config, data_options, peak if fine_tuning else learning_rate)
+
+
+def planned_peak(options, d_model, fine_tuning, replay):
+    """The default peak learning rate: from scratch, full fine-tuning (with replay) or LoRA's."""
+    if not fine_tuning:
+        return paper_peak_learning_rate(d_model)
+    if options.lora_rank:
+        return lora_peak_learning_rate(d_model)
+    return fine_tuning_peak_learning_rate(d_model, replay)
+
+
+@dataclasses.dataclass(frozen=True)
+class RunData:
+    """The batches of a run, and what keeps its best model."""
+
+    train_set: object
+    valid_set: object
+    validation_bleu: object
+    keep_best: str
+
+
+def read_data(options, plan, text, corpus, valid_corpus):
+    """The training batches (by epoch, from the seed), the validation ones, and the keep-best rule."""
+    tokenizers = text.tokenizers
     # Epoch e's batches depend on (seed, e) alone: a resumed run reads the
     # batches an uninterrupted one would. With `steps`, epochs of the data
     # follow each other whatever the steps per epoch.
-    train_set = make_dataset_by_epoch(train_corpus, tokenizers, seed=options.seed, **data_options)
+    train_set = make_dataset_by_epoch(
+        corpus.pairs, tokenizers, seed=options.seed, **plan.data_options)
     valid_set = None
     if valid_corpus is not None:
-        valid_set = make_dataset(valid_corpus, tokenizers, shuffle=False, **data_options)
+        valid_set = make_dataset(valid_corpus, tokenizers, shuffle=False, **plan.data_options)
     validation_bleu = None
     keep_best = options.keep_best
     if keep_best is None:
@@ -371,39 +569,59 @@ def _train_preset_dir(
             )
         import sacrebleu  # noqa: F401  (a missing demo extra fails now, not after an epoch)
 
-
         validation_bleu = ValidationBleu(valid_corpus.sources, valid_corpus.targets, tokenizers)
-    replay = replay_corpus is not None
-    if replay:
-        print(f"Replay: {len(train_corpus) - len(new_pairs)} pairs of the replay corpus mixed "
-              f"into the {len(new_pairs)} training pairs", file=sys.stderr)
-    peak = learning_rate or (fine_tuning_peak_learning_rate(config.d_model, replay)
-                             if initial is not None else paper_peak_learning_rate(config.d_model))
-    print(
-        f"Learning rate: a warm-up to a peak of {peak:.2g} "
-        + (f"(the fine-tuning default: {'twice' if replay else 'a tenth of'} the from-scratch "
-           f"peak{' with replay' if replay else ''}; --learning-rate sets it)"
-           if initial is not None and learning_rate is None else
-           "(--learning-rate)" if learning_rate is not None else
-           "(the paper's peak for this d_model; --learning-rate sets it)")
-        + (f"; LoRA of rank {lora_rank} on {', '.join(lora_targets)}" if lora_rank else ""),
-        file=sys.stderr,
+    return RunData(train_set, valid_set, validation_bleu, keep_best)
+
+
+def write_run_files(options, corpus, valid_corpus, out_dir):
+    """Write `options.json` (the options and the data's sizes) and `metadata.json`."""
+    presets.write_options(
+        out_dir, options, train_pairs=len(corpus.new_pairs), replay_pairs=corpus.replayed,
+        valid_pairs=len(valid_corpus) if valid_corpus is not None else 0,
     )
-    if chief:
-        presets.write_options(
-            out_dir, options, train_pairs=len(new_pairs),
-            replay_pairs=len(train_corpus) - len(new_pairs),
-            valid_pairs=len(valid_corpus) if valid_corpus is not None else 0,
-        )
-        presets.write_metadata(
-            out_dir,
-            {"rank": lora_rank, "target_layer_names": sorted(lora_targets)} if lora_rank else None,
-        )
+    lora_rank, lora_targets = options.lora_rank, options.lora_targets
+    presets.write_metadata(
+        out_dir,
+        {"rank": lora_rank, "target_layer_names": sorted(lora_targets)} if lora_rank else None,
+    )
+
+
+def recipe(options, corpus):
+    """The recipe of a run, in words: what `train` prints."""
+    if options.init_from is None:
+        return "training from scratch" + (" with replay" if corpus.replayed else "")
+    parts = ["fine-tuning " + (f"LoRA factors of rank {options.lora_rank}" if options.lora_rank
+                               else "every weight")]
+    if options.replay_source is not None:
+        parts.append(f"replaying the starting model's translations of {options.replay_source}"
+                     " (--replay-source)")
+    elif corpus.replayed:
+        parts.append("replaying pairs of the domain to keep (--replay-corpus)")
+    if options.merge_alpha is not None:
+        parts.append(f"then merging with the starting weights at alpha {options.merge_alpha:g}"
+                     " (--merge-alpha)")
+    elif options.general_valid is not None:
+        parts.append(f"then merging with the starting weights at the largest alpha keeping "
+                     f"{options.keep:.0%} of its BLEU on {options.general_valid} (--general-valid)")
+    if len(parts) == 1:
+        parts.append("nothing kept of the old domain but what a low learning rate keeps "
+                     "(--replay-source, --replay-corpus or --general-valid keep more)")
+    return ", ".join(parts)
+
+
+def fit(options, start, plan, data, out_dir, *, strategy, jit_compile, backup_every, verbose):
+    """Train with `keras_tf.training.train`: `(model, history)`, resuming from `out_dir/backup/`.
+
+    A merge a finished run wrote into `model.keras` is undone first
+    (`presets.restore_tuned_backbone`): training goes on from the fine-tuned model.
+    """
+    initial = start.translator
+    presets.restore_tuned_backbone(out_dir)
     # Through the module: tests replace trainer.train to see what it is handed.
-    model, history = trainer.train(
-        config,
-        train_set,
-        valid_set,
+    return trainer.train(
+        plan.config,
+        data.train_set,
+        data.valid_set,
         out_dir=out_dir,
         epochs=options.epochs,
         steps_per_epoch=options.steps,
@@ -411,23 +629,94 @@ def _train_preset_dir(
         jit_compile=jit_compile,
         mixed_precision=options.mixed_precision,
         warmup_steps=options.warmup_steps,
-        peak_learning_rate=peak if initial is not None else learning_rate,
-        gradient_accumulation_steps=gradient_accumulation_steps,
+        peak_learning_rate=plan.peak,
+        gradient_accumulation_steps=options.gradient_accumulation_steps,
         label_smoothing=options.label_smoothing,
         seed=options.seed,
         backup_every=backup_every,
-        validation_bleu=validation_bleu,
-        keep_best=keep_best,
+        validation_bleu=data.validation_bleu,
+        keep_best=data.keep_best,
         early_stopping=options.early_stopping,
         keep_checkpoints=options.keep_checkpoints,
         max_minutes=options.max_minutes,
         initial_model=initial.backbone if initial is not None else None,
-        lora_rank=lora_rank,
-        lora_target_layer_names=tuple(lora_targets),
+        lora_rank=options.lora_rank,
+        lora_target_layer_names=tuple(options.lora_targets),
         verbose=verbose,
     )
-    preprocessor = Seq2SeqPreprocessor(tokenizers, config.max_source_length, config.max_target_length)
-    return Seq2SeqTranslator(model, preprocessor, decoding), history
+
+
+def read_general_valid(options):
+    """The pairs of `options.general_valid` (the domain to keep), or None."""
+    if options.general_valid is None:
+        return None
+    try:
+        return read_tsv(options.general_valid)
+    except (OSError, ValueError) as error:
+        raise OptionError([("general_valid", options.general_valid)], str(error)) from None
+
+
+def choose_or_merge(options, start, text, general_pairs, model, out_dir, chief):
+    """With `merge_alpha` or `general_valid`: θ₀ + α(θ_ft − θ₀) as the run's `model.keras`.
+
+    The fine-tuned model (the run's kept `model.keras`) moves to
+    `presets.TUNED_MODEL_FILE`. With `general_valid`, the starting model and
+    the merges of `merging.ALPHAS` (largest first) are greedy-decoded on its
+    sources and scored with sacreBLEU; the largest α whose BLEU is at least
+    `options.keep` times the starting model's is kept. `options.json` and
+    `metadata.json` record α and the BLEU figures. Returns the model to
+    hand back: `model` unchanged without either option.
+    """
+    if options.merge_alpha is None and general_pairs is None:
+        return model
+    base = start.translator.backbone
+    tuned = presets.load_backbone(out_dir)  # the kept model, not the last epoch's
+    tuned_weights = tuned.get_weights()
+    merging.check_mergeable(base, tuned, "init_from", "out")
+    candidate = presets.load_backbone(out_dir)
+    preprocessor = Seq2SeqPreprocessor(
+        text.tokenizers, candidate.config.max_source_length, candidate.config.max_target_length
+    )
+    greedy = DecodingConfig(method="greedy", max_length=text.decoding.max_length)
+
+    def bleu(backbone):
+        translator = Seq2SeqTranslator(backbone, preprocessor, greedy)
+        hypotheses = translate_in_batches(translator, general_pairs.sources, 32, greedy)
+        return float(corpus_scores(hypotheses, general_pairs.targets)[0].score)
+
+    def merged_bleu(alpha):
+        candidate.set_weights(merging.merged_weights(base.get_weights(), tuned_weights, alpha))
+        return bleu(candidate)
+
+    record = {"alpha": options.merge_alpha}
+    if general_pairs is not None:
+        start_bleu = bleu(base)
+        if options.merge_alpha is None:
+            alpha, scores = merging.choose_alpha(merged_bleu, start_bleu, options.keep)
+        else:
+            alpha, scores = options.merge_alpha, {options.merge_alpha: merged_bleu(
+                options.merge_alpha)}
+        record.update(alpha=alpha, keep=options.keep, start_bleu=start_bleu,
+                      merged_bleu=scores[alpha], tuned_bleu=scores.get(1.0),
+                      scores={str(a): score for a, score in scores.items()},
+                      general_valid=options.general_valid)
+        print(f"Merge: alpha {alpha:g} keeps {scores[alpha]:.1f} BLEU of the starting model's "
+              f"{start_bleu:.1f} on {options.general_valid} "
+              f"({scores[alpha] / start_bleu if start_bleu else 1:.0%}; --keep "
+              f"{options.keep:g})", file=sys.stderr)
+    else:
+        alpha = options.merge_alpha
+        print(f"Merge: alpha {alpha:g} (--merge-alpha)", file=sys.stderr)
+    candidate.set_weights(merging.merged_weights(base.get_weights(), tuned_weights, alpha))
+    if chief:
+        presets.write_tuned_backbone(out_dir, tuned)
+        presets.write_backbone(out_dir, candidate)
+        presets.write_metadata(out_dir, merged={
+            **merging.merge_record(options.init_from, os.path.join(
+                out_dir, presets.TUNED_MODEL_FILE), alpha), **record})
+        values = presets.read_run_facts(out_dir)
+        presets.write_options(out_dir, options, **{**values, "merge": record})
+    return candidate
 
 
 def average_preset_dir(model_dir, last, out_dir):

@@ -50,7 +50,7 @@ from keras_tf.training.distribute import (
     worker_dir,
 )
 from keras_tf.training.callbacks import LearningRateMonitor, TimeBudget, TrainingClock
-from keras_tf.models.losses import MaskedSparseCategoricalCrossentropy
+from keras_tf.models.losses import MaskedSparseCategoricalCrossentropy, never_emitted_ids
 from keras_tf.models.metrics import MaskedTokenAccuracy
 from keras_tf.models.schedules import (
     checked_accumulation_steps,
@@ -165,6 +165,8 @@ def train(
             under strategies with several replicas (keras-team/keras
             #20582): add replicas for a larger global batch instead.
         label_smoothing: ε of the loss. Defaults to 0.1, the paper's value.
+            It takes no mass on the ids the model never emits
+            (`keras_tf.models.losses.never_emitted_ids`).
         seed: seeds the weights and the numpy-data shuffle. Defaults to 0.
         jit_compile: compile the train step with XLA. Defaults to True; turned
             off, with a warning, under strategies with several replicas,
@@ -299,7 +301,11 @@ def train(
             model.enable_lora(lora_rank, lora_target_layer_names)
         model.compile(
             optimizer=_make_optimizer(schedule, mixed_precision, batches_per_update),
-            loss=MaskedSparseCategoricalCrossentropy(label_smoothing=label_smoothing),
+            # The ids read from the starting weights, the same on a resume.
+            loss=MaskedSparseCategoricalCrossentropy(
+                label_smoothing=label_smoothing,
+                excluded_ids=never_emitted_ids(initial_model if initial_model is not None else model),
+            ),
             metrics=[MaskedTokenAccuracy()],
             jit_compile=resolve_jit_compile(jit_compile, strategy),
         )

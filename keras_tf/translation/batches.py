@@ -5,6 +5,11 @@ import sys
 
 import keras
 
+from keras_tf.option_error import OptionError
+
+# Sentences a translator translates a call when it makes its own replay pairs.
+REPLAY_BATCH_SIZE = 64
+
 
 def _batches(texts, batch_size, pad_remainder):
     """Indices of `texts`, shortest first, `batch_size` at a time; each with the texts to send.
@@ -113,3 +118,35 @@ def format_n_best(results, start=0):
         for index, hypotheses in enumerate(results, start)
         for text, score in hypotheses
     ]
+
+
+def read_sentences(path, name):
+    """The non-empty lines of the UTF-8 text file `path`, stripped; one `OptionError` line otherwise.
+
+    Args:
+        path: the file.
+        name: the option that named it, for the message (e.g. "replay_source").
+    """
+    try:
+        with open(path, encoding="utf-8") as file:
+            lines = [line.strip() for line in file]
+    except OSError as error:
+        raise OptionError([(name, path)], error.strerror or str(error)) from None
+    except UnicodeDecodeError as error:
+        raise OptionError([(name, path)], f"not UTF-8 text ({error.reason})") from None
+    lines = [line for line in lines if line]
+    if not lines:
+        raise OptionError([(name, path)], "holds no sentence")
+    return lines
+
+
+def own_translations(translator, path, name="replay_source"):
+    """`(sources, translations)`: the lines of `path` and `translator`'s translations of them.
+
+    What `--replay-source` replays: the pairs a trained model makes of plain
+    text of the domain it should keep (Resta & Bacciu 2024, arXiv
+    2403.13130). Decoded with the translator's own settings,
+    `REPLAY_BATCH_SIZE` sentences at a time.
+    """
+    sources = read_sentences(path, name)
+    return sources, translate_in_batches(translator, sources, REPLAY_BATCH_SIZE)

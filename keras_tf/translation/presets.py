@@ -13,7 +13,10 @@ A preset is what `Seq2SeqTranslator.from_preset` reads and
 
 A training run (`keras-tf train --out DIR`) adds its own files beside them:
 `options.json` (the training options), `history.csv`, `backup/` (the
-trainer's format, `keras_tf.training.trainer`) and `logs/` (TensorBoard).
+trainer's format, `keras_tf.training.trainer`) and `logs/` (TensorBoard);
+an adaptation run (`--init-from`) `replay-pairs.tsv` (the pairs the starting
+model made of `--replay-source`) and `tuned.keras` (the fine-tuned model,
+when `model.keras` holds its merge with the starting one).
 
 Besides keras_tf presets, `load_*` take a name of `keras_tf.models.PRESETS`
 (an untrained architecture) and a Hugging Face Marian (OPUS-MT) folder or
@@ -44,7 +47,7 @@ from keras_tf.preset_checks import (  # noqa: F401  (PresetError: this floor's f
 from keras_tf.decoding.config import DecodingConfig
 from keras_tf.models.config import PRESETS, TransformerConfig, get_preset
 from keras_tf.models.seq2seq_transformer import Seq2SeqTransformer
-from keras_tf.translation.training_options import TrainingOptions
+from keras_tf.translation.training_options import RUN_FACTS, TrainingOptions
 from keras_tf.version import __version__
 
 MODEL_FILE = "model.keras"
@@ -60,6 +63,11 @@ OPTIONS_FILE = "options.json"
 HISTORY_FILE = "history.csv"
 BACKUP_DIR = "backup"
 LOGS_DIR = "logs"
+# An adaptation run's files (`keras-tf train --init-from`): the pairs the
+# starting model made of --replay-source, and, when model.keras holds a
+# merge (--general-valid, --merge-alpha), the fine-tuned model it merged.
+REPLAY_PAIRS_FILE = "replay-pairs.tsv"
+TUNED_MODEL_FILE = "tuned.keras"
 
 PRESET_FORMAT = "keras_tf.Seq2SeqTranslator"
 PRESET_FORMAT_VERSION = 1
@@ -386,12 +394,15 @@ def write_decoding(directory, decoding):
     write_json(os.path.join(directory, DECODING_FILE), decoding.to_dict())
 
 
-def write_metadata(directory, lora=None):
-    """Write `metadata.json`: the format, the versions that wrote it, and any merged LoRA.
+def write_metadata(directory, lora=None, merged=None):
+    """Write `metadata.json`: the format, the versions that wrote it, any merged LoRA or weights.
 
     Args:
         lora: `backbone.lora` of a model trained with LoRA factors (their
             rank and layers), which `model.keras` holds merged into its kernels.
+        merged: how `model.keras` was merged from two models' weights
+            (`keras_tf.training.merging`: the base, the tuned run, α and any
+            scores), a dict. Defaults to None: it was not.
     """
     metadata = {
         "format": PRESET_FORMAT,
@@ -402,6 +413,8 @@ def write_metadata(directory, lora=None):
     }
     if lora is not None:
         metadata["lora_merged"] = lora
+    if merged is not None:
+        metadata["weights_merged"] = merged
     write_json(os.path.join(directory, METADATA_FILE), metadata)
 
 
@@ -414,6 +427,13 @@ def read_metadata(directory):
 def write_options(directory, options, **facts):
     """Write `options.json`: a training run's `TrainingOptions`, and `facts` of its data."""
     write_json(os.path.join(directory, OPTIONS_FILE), {**options.to_dict(), **facts})
+
+
+def read_run_facts(directory):
+    """The facts of a run's data that `options.json` records beside its options, as a dict."""
+    path = os.path.join(directory, OPTIONS_FILE)
+    values = read_json_object(path) if os.path.isfile(path) else {}
+    return {name: values[name] for name in RUN_FACTS if name in values}
 
 
 def read_options(directory):
@@ -429,6 +449,56 @@ def read_options(directory):
         return TrainingOptions.from_dict(values)
     except ValueError as error:
         raise PresetError(f"{path}: {error}") from None
+
+
+def write_replay_pairs(directory, sources, targets):
+    """Write `replay-pairs.tsv`: one `source<TAB>target` line a pair, atomically.
+
+    A tab or line break inside a sentence is written as a space.
+    """
+    def clean(text):
+        return " ".join(text.replace("\t", " ").splitlines())
+
+    def write(path):
+        with open(path, "w", encoding="utf-8", newline="\n") as file:
+            for source, target in zip(sources, targets):
+                file.write(f"{clean(source)}\t{clean(target)}\n")
+
+    write_atomically(os.path.join(directory, REPLAY_PAIRS_FILE), write)
+
+
+def read_replay_pairs(directory):
+    """`(sources, targets)` of `replay-pairs.tsv` in `directory`, or None without one."""
+    path = os.path.join(directory, REPLAY_PAIRS_FILE)
+    if not os.path.isfile(path):
+        return None
+    sources, targets = [], []
+    with open(path, encoding="utf-8", newline="\n") as file:
+        for number, line in enumerate(file, 1):
+            source, tab, target = line.rstrip("\n").partition("\t")
+            if not tab:
+                raise PresetError(f"{path}:{number}: expected source<TAB>target")
+            sources.append(source)
+            targets.append(target)
+    return sources, targets
+
+
+def write_tuned_backbone(directory, backbone):
+    """Write `tuned.keras`: the fine-tuned model a merge in `model.keras` was made from."""
+    write_atomically(os.path.join(directory, TUNED_MODEL_FILE), backbone.save)
+
+
+def restore_tuned_backbone(directory):
+    """Move `tuned.keras` back to `model.keras`, if a merge left one: a resumed run trains it.
+
+    Returns:
+        Whether there was one.
+    """
+    tuned = os.path.join(directory, TUNED_MODEL_FILE)
+    if not os.path.isfile(tuned):
+        return False
+    os.replace(tuned, os.path.join(directory, MODEL_FILE))
+    return True
 
 
 def save_preset(directory, backbone, tokenizers=None, decoding=None):

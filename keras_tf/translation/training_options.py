@@ -40,10 +40,16 @@ REPLAY_RATIO = 2.0
 MAX_LEARNING_RATE = 1.0
 # Replayed pairs per new pair at most: beyond, the new corpus is noise in the replay.
 MAX_REPLAY_RATIO = 1000.0
+# The Dense layers LoRA adapts by default: attention and feed-forward, as
+# "LoRA Without Regret" (Schulman et al., 2025) found it must.
+LORA_TARGETS = ("query", "key", "value", "attention_output", "inner_dense", "output_dense")
+# With --general-valid, the merge kept: the largest α whose BLEU is at least
+# this share of the starting model's.
+KEEP = 0.9
 # Fields that the trained model brings when fine-tuning (`init_from`): they read None.
 MODEL_FIELDS = ("preset", "tokenizer", "vocabulary_size", "max_length")
 # What `options.json` records besides the options: facts of the run's data.
-RUN_FACTS = ("train_pairs", "replay_pairs", "valid_pairs")
+RUN_FACTS = ("train_pairs", "replay_pairs", "valid_pairs", "merge")
 # The least value of each whole-number field.
 _MINIMUMS = {
     "vocabulary_size": 5, "max_length": 2, "batch_size": 1, "batch_tokens": 2, "epochs": 1,
@@ -83,7 +89,7 @@ class TrainingOptions(ConfigMethods):
             `vocabulary_size` and `max_length` read None. Defaults to None.
         lora_rank: train LoRA factors of this rank alone. Defaults to None.
         lora_targets: the Dense layers LoRA adapts. Defaults to
-            `("query", "value")`.
+            `LORA_TARGETS`: every attention and feed-forward projection.
         mixed_precision: None (default, float32), `"mixed_bfloat16"` or
             `"mixed_float16"`.
         batch_size: pairs per batch, instead of `batch_tokens`. Defaults to
@@ -111,14 +117,28 @@ class TrainingOptions(ConfigMethods):
         keep_checkpoints: the last epochs' weights kept for averaging
             (`train_preset_dir`). Defaults to 1.
         replay_ratio: with a replay corpus (`train_preset_dir`'s
-            `replay_corpus`), replayed pairs per training pair. Defaults to
-            None: `REPLAY_RATIO`, 2.
+            `replay_corpus`, or `replay_source`), replayed pairs per
+            training pair. Defaults to None: `REPLAY_RATIO`, 2.
         max_minutes: a budget of training time: the run stops after the
             step in progress once this many minutes of training are spent,
             counted over the whole run (a resumed run goes on from the time
             its backup records), keeping the best model and a backup from
             which a larger budget goes on. Not fixed: a resume may change
             it. Defaults to None: no budget.
+        replay_source: a UTF-8 text file of source sentences of the
+            domain to keep (one a line): the starting model (`init_from`;
+            for `fit`, the translator) translates them before training and
+            those pairs are replayed as a replay corpus's. Kept as an
+            absolute path. Defaults to None.
+        general_valid: with `init_from`, a TSV file of pairs of the domain
+            to keep: after training, the run keeps the largest merge
+            θ₀ + α(θ_ft − θ₀) on `keras_tf.training.merging.ALPHAS` whose
+            BLEU on them is at least `keep` times the starting model's
+            (`train_preset_dir`). Defaults to None.
+        keep: the share of the starting model's BLEU on `general_valid`
+            that the kept merge must reach. Defaults to `KEEP`, 0.9.
+        merge_alpha: with `init_from`, write θ₀ + α(θ_ft − θ₀) at this α
+            as the run's model instead of choosing it. Defaults to None.
 
     Example:
         >>> options = TrainingOptions(preset="transformer_tiny", epochs=2)
@@ -138,7 +158,7 @@ class TrainingOptions(ConfigMethods):
     tokenizer_model: object = None
     init_from: str = None
     lora_rank: int = None
-    lora_targets: tuple = ("query", "value")
+    lora_targets: tuple = LORA_TARGETS
     mixed_precision: str = None
     batch_size: int = None
     batch_tokens: int = None
@@ -154,6 +174,10 @@ class TrainingOptions(ConfigMethods):
     keep_checkpoints: int = 1
     replay_ratio: float = None
     max_minutes: float = None
+    replay_source: str = None
+    general_valid: str = None
+    keep: float = KEEP
+    merge_alpha: float = None
 
     def __post_init__(self):
         def set_field(name, value):
@@ -169,6 +193,11 @@ class TrainingOptions(ConfigMethods):
             set_field("lora_targets", tuple(self.lora_targets))
         if self.tokenizer_model is not None:
             set_field("tokenizer_model", _model_paths(self.tokenizer_model))
+        for name in ("replay_source", "general_valid"):
+            if isinstance(getattr(self, name), (str, os.PathLike)):
+                set_field(name, os.path.abspath(getattr(self, name)))
+        if self.keep is None:
+            set_field("keep", KEEP)
         self._check()
 
     def _check(self):
@@ -202,6 +231,15 @@ class TrainingOptions(ConfigMethods):
             d_model = PRESETS[self.preset].d_model
             if self.lora_rank > d_model:
                 fail("lora_rank", f"must be at most the model's d_model, {d_model} ({self.preset})")
+        if not (is_finite(self.keep) and 0 < self.keep <= 1):
+            fail("keep", "must be in (0, 1]")
+        if self.merge_alpha is not None and not (
+                is_finite(self.merge_alpha) and 0 <= self.merge_alpha <= 1):
+            fail("merge_alpha", "must be in [0, 1] (0: the starting model, 1: the fine-tuned one)")
+        # (`fit` replays its own translations of replay_source without one.)
+        for name in ("general_valid", "merge_alpha"):
+            if getattr(self, name) is not None and self.init_from is None:
+                fail(name, "adapts a trained model: give init_from (--init-from) too")
         if self.mixed_precision not in (None, *MIXED_PRECISION_POLICIES):
             fail("mixed_precision", f"must be None or one of {list(MIXED_PRECISION_POLICIES)}")
         if self.keep_best not in (None, *KEEP_BEST):

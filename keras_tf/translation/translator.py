@@ -33,7 +33,7 @@ from keras import ops
 from keras_tf.decoding.config import DecodingConfig
 from keras_tf.decoding.generate import generate as generate_ids
 from keras_tf.models.learning_rates import fine_tuning_peak_learning_rate
-from keras_tf.models.losses import MaskedSparseCategoricalCrossentropy
+from keras_tf.models.losses import MaskedSparseCategoricalCrossentropy, never_emitted_ids
 from keras_tf.models.metrics import MaskedTokenAccuracy
 from keras_tf.models.schedules import paper_adam
 from keras_tf.models.seq2seq_backbone import build_optimizer
@@ -44,7 +44,8 @@ from keras_tf.models.token_loss import TokenMeanLossTracking
 from keras_tf.special_tokens import END_ID, PAD_ID, START_ID
 from keras_tf.tensorflow_import import require_tensorflow
 from keras_tf.translation import presets
-from keras_tf.translation.training_options import TrainingOptions
+from keras_tf.translation.batches import own_translations
+from keras_tf.translation.training_options import REPLAY_RATIO, TrainingOptions
 from keras_tf.translation.inputs import (
     as_texts,
     holds_strings,
@@ -270,7 +271,8 @@ class Seq2SeqTranslator(TokenMeanLossTracking, keras.Model):
                 rate, a tenth of the paper's peak for its d_model (7e-5 at
                 512), so that it keeps what it knows.
             loss: Defaults to `"auto"`: `MaskedSparseCategoricalCrossentropy`
-                with label smoothing 0.1.
+                with label smoothing 0.1, none of it on the ids the model
+                never emits (`never_emitted_ids`).
             metrics: Defaults to `"auto"`: `[MaskedTokenAccuracy()]`.
             jit_compile: Defaults to True (Keras's "auto" resolves to False
                 on CPU-only TensorFlow).
@@ -280,7 +282,9 @@ class Seq2SeqTranslator(TokenMeanLossTracking, keras.Model):
                 self.default_learning_rate, beta_1=0.9, beta_2=0.98, epsilon=1e-9
             )
         if loss == "auto":
-            loss = MaskedSparseCategoricalCrossentropy(label_smoothing=0.1)
+            loss = MaskedSparseCategoricalCrossentropy(
+                label_smoothing=0.1, excluded_ids=never_emitted_ids(self.backbone)
+            )
         if metrics == "auto":
             metrics = [MaskedTokenAccuracy()]
         super().compile(
@@ -389,6 +393,8 @@ class Seq2SeqTranslator(TokenMeanLossTracking, keras.Model):
         """
         if options is not None:
             batch_size, seed = self._loop_of(options, batch_size, seed, kwargs)
+            if options.replay_source is not None:
+                x, y = self.with_own_replay(x, y, options)
         elif not self.compiled:
             self.compile()
         x, y, batch_size, batches = self._as_dataset(x, y, batch_size, shuffle, seed, repeat=True)
@@ -403,7 +409,10 @@ class Seq2SeqTranslator(TokenMeanLossTracking, keras.Model):
                 optimizer=paper_adam(
                     schedule, gradient_accumulation_steps=options.gradient_accumulation_steps
                 ),
-                loss=MaskedSparseCategoricalCrossentropy(label_smoothing=options.label_smoothing),
+                loss=MaskedSparseCategoricalCrossentropy(
+                    label_smoothing=options.label_smoothing,
+                    excluded_ids=never_emitted_ids(self.backbone),
+                ),
             )
         build_optimizer(self)
         if isinstance(validation_data, tuple) and len(validation_data) == 2:
@@ -424,6 +433,35 @@ class Seq2SeqTranslator(TokenMeanLossTracking, keras.Model):
         return super().fit(
             x, y, batch_size=batch_size, validation_data=validation_data, shuffle=shuffle, **kwargs
         )
+
+    def with_own_replay(self, sources, targets, options):
+        """`(sources, targets)` with this translator's translations of `options.replay_source` mixed in.
+
+        The lines of `options.replay_source` (plain text of the domain to
+        keep) are translated first (`keras_tf.translation.batches.own_translations`),
+        then `options.replay_ratio` of those pairs per given pair are drawn
+        from `options.seed` and appended (`keras_tf.text.with_replay`), as
+        `keras-tf train --replay-source` does. `fit(..., options=...)` calls it.
+
+        Args:
+            sources: source strings.
+            targets: target strings, one per source.
+            options: a `TrainingOptions` with `replay_source`.
+        """
+        if not (is_text(sources) and is_text(targets)):
+            raise OptionError(
+                [("replay_source", options.replay_source)],
+                "fit replays with text pairs: pass x and y as lists of strings",
+            )
+        # TensorFlow (keras_tf.text), which a JAX user of ids need not import: deferred.
+        from keras_tf.text.corpora import ParallelCorpus, with_replay
+
+        sources, targets = text_pairs(sources, targets, ("x", "y"))
+        made = own_translations(self, options.replay_source)
+        ratio = REPLAY_RATIO if options.replay_ratio is None else options.replay_ratio
+        mixed = with_replay(ParallelCorpus(list(sources), list(targets)), ParallelCorpus(*made),
+                            ratio, options.seed)
+        return mixed.sources, mixed.targets
 
     @staticmethod
     def _loop_of(options, batch_size, seed, kwargs):

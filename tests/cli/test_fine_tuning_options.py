@@ -33,9 +33,9 @@ def test_init_from_with_lora_keeps_what_the_model_brings(trained_run, tmp_path, 
     assert f"Fine-tuning {run}/model.keras: kept its sentencepiece tokenizers" in err
     assert "its decoding settings (greedy" in err and "its length limits (16/16)" in err
     assert "Learning rate: a warm-up to a peak of" in err and "LoRA of rank 2" in err
-    # The rate never passes the fine-tuning peak of the model's d_model.
+    # The rate never passes LoRA's peak for the model's d_model: ten times full fine-tuning's.
     peak = fine_tuning_peak_learning_rate(presets.load_backbone(run).config.d_model)
-    assert 0 < max(learning_rates(tuned)) <= peak * (1 + 1e-6)
+    assert 0 < max(learning_rates(tuned)) <= 10 * peak * (1 + 1e-6)
     # Tokenizers and decoding settings byte for byte; LoRA merged, and said so.
     for name in ("decoding.json", "tokenizers/tokenizers.json", "tokenizers/shared.spm"):
         assert (tuned / name).read_bytes() == (run / name).read_bytes(), name

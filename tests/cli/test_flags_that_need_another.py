@@ -37,7 +37,10 @@ CASES = {
         "keras-tf train: error: --lora-targets applies to --lora-rank only"),
     "a replay ratio without a replay corpus": (
         ["train", "--train", "{tmp}/none.tsv", "--out", "{tmp}/run", "--replay-ratio", "1"],
-        "keras-tf train: error: --replay-ratio applies to --replay-corpus only"),
+        "keras-tf train: error: --replay-ratio applies to --replay-corpus or --replay-source only"),
+    "keep without a general valid set": (
+        ["train", "--train", "{tmp}/none.tsv", "--out", "{tmp}/run", "--keep", "0.8"],
+        "keras-tf train: error: --keep applies to --general-valid only"),
     "a lora rank beyond d_model": (
         ["train", "--train", "{tmp}/none.tsv", "--out", "{tmp}/run", "--preset",
          "transformer_tiny", "--lora-rank", "100000"],

@@ -47,10 +47,30 @@ def test_loss_matches_keras_sparse_crossentropy_without_smoothing():
     assert ours == pytest.approx(theirs, rel=1e-5)
 
 
+def test_excluded_ids_take_no_smoothing_mass():
+    rng = np.random.default_rng(2)
+    labels = np.array([[5, 3, 0], [1, 7, 4]])
+    kept = np.ones(9, bool)
+    kept[[0, 2]] = False
+
+    def expected(logits):
+        log_probs = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
+        nll = -np.take_along_axis(log_probs, labels[..., None], -1)[..., 0]
+        return (0.9 * nll + 0.1 * -log_probs[..., kept].mean(-1))[labels != 0].mean()
+
+    loss = MaskedSparseCategoricalCrossentropy(label_smoothing=0.1, excluded_ids=(2, 0, 40))
+    logits = rng.normal(size=(2, 3, 9)).astype("float32")
+    assert float(loss(labels, logits)) == pytest.approx(expected(logits), rel=1e-5)
+    # A row of -1e9 logits (an imported model's spare row) reads a loss near the others.
+    logits[..., 0] = -1e9
+    assert float(loss(labels, logits)) == pytest.approx(expected(logits), rel=1e-5)
+    assert float(loss(labels, logits)) < np.log(9) + 1
+
+
 def test_loss_config_round_trip_and_bad_smoothing():
-    loss = MaskedSparseCategoricalCrossentropy(label_smoothing=0.2, pad_id=3)
+    loss = MaskedSparseCategoricalCrossentropy(label_smoothing=0.2, pad_id=3, excluded_ids=(2, 0))
     clone = MaskedSparseCategoricalCrossentropy.from_config(loss.get_config())
-    assert (clone.label_smoothing, clone.pad_id) == (0.2, 3)
+    assert (clone.label_smoothing, clone.pad_id, clone.excluded_ids) == (0.2, 3, (0, 2))
     with pytest.raises(ValueError, match=r"received 1.5"):
         MaskedSparseCategoricalCrossentropy(label_smoothing=1.5)
 

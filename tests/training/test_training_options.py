@@ -1,6 +1,7 @@
 """`TrainingOptions`: options.json holds it, a resume compares it, a bad field is one line."""
 
 import json
+import os
 
 import keras
 import pytest
@@ -151,6 +152,25 @@ def test_a_resume_repeats_the_fixed_options(corpus, tmp_path, monkeypatch):
 def test_lora_targets_count_only_with_lora():
     plain = TrainingOptions()
     plain.check_resumes(plain.replace(lora_targets=("query",)), "run1")  # no adapters: alike
-    with pytest.raises(OptionError, match="lora-targets \\['query'\\] before, \\['query', 'value'\\] now"):
+    # The default: every attention and feed-forward projection.
+    with pytest.raises(OptionError, match="lora-targets \\['query'\\] before, \\['query', 'key', "
+                       "'value', 'attention_output', 'inner_dense', 'output_dense'\\] now"):
         plain.replace(lora_rank=4).check_resumes(
             plain.replace(lora_rank=4, lora_targets=("query",)), "run1")
+
+
+def test_adaptation_options_are_checked_and_round_trip(tmp_path):
+    options = TrainingOptions(init_from="start", replay_source="general.en",
+                              general_valid="dev.tsv", keep=0.8, merge_alpha=0.5)
+    assert options.replay_source == os.path.abspath("general.en")
+    assert TrainingOptions.from_dict({**options.to_dict(), "merge": {"alpha": 0.5}}) == options
+    assert TrainingOptions(keep=None).keep == 0.9
+    for fields, message in (
+        (dict(init_from="start", keep=0), r"keep=0: must be in \(0, 1\]"),
+        (dict(init_from="start", keep=1.5), r"keep=1.5: must be in \(0, 1\]"),
+        (dict(init_from="start", merge_alpha=float("nan")), r"merge_alpha=nan: must be in \[0, 1\]"),
+        (dict(general_valid="dev.tsv"), "general_valid=.*: adapts a trained model"),
+        (dict(merge_alpha=0.5), "merge_alpha=0.5: adapts a trained model"),
+    ):
+        with pytest.raises(OptionError, match=message):
+            TrainingOptions(**fields)
