@@ -161,7 +161,8 @@ class TranslationModelHandler(ModelHandler):
             return None, False, f"failed: {message} (its batch failed: {type(batch_error).__name__})"
 
     def get_num_bytes(self, batch):
-        return sum(len(text) for text in batch)
+        # RunInference's byte counter; Beam's default pickles the batch to count it.
+        return sum(len(text.encode("utf-8")) for text in batch)
 
     def get_metrics_namespace(self):
         return METRICS_NAMESPACE
