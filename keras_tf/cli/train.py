@@ -274,7 +274,7 @@ def training_options(args):
 
 
 def _lora_targets(args):
-    """The names of --lora-targets; TrainingOptions' default without it; one line without --lora-rank."""
+    """The names of --lora-targets (TrainingOptions' default without it); needs --lora-rank."""
     from keras_tf.translation.training_options import TrainingOptions
 
     if args.lora_targets is None:
