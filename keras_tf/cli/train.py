@@ -254,6 +254,8 @@ def _run(args, check_out):
         if path is not None and not os.path.isfile(path):
             raise UserError(f"{option}: no such file: {path}")
     options = training_options(args)
+    if args.init_from is not None and args.lora_rank is not None:
+        _check_lora_rank(args)
     replace = check_out and check_target(
         args.out, "--out", args.overwrite, "holds files that are not a keras-tf run", ours=_is_a_run
     )
@@ -313,6 +315,18 @@ def training_options(args):
         field.name: converted[field.name] if field.name in converted else getattr(args, field.name)
         for field in dataclasses.fields(TrainingOptions)
     })
+
+
+def _check_lora_rank(args):
+    """--lora-rank at most the --init-from model's d_model (a preset's is TrainingOptions')."""
+    from keras_tf.translation.presets import read_config
+
+    config = read_config(args.init_from)
+    if args.lora_rank > config.d_model:
+        raise UserError(
+            f"--lora-rank {args.lora_rank}: must be at most the --init-from model's d_model, "
+            f"{config.d_model}"
+        )
 
 
 def _lora_targets(args):

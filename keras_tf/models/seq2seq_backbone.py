@@ -324,7 +324,9 @@ class Seq2SeqBackbone(TokenMeanLossTracking, keras.Model):
             expected[f"{layer.path}/lora_kernel_b"] = (rank, d_out)
         found = {name: tuple(value.shape) for name, value in values.items()}
         if found != expected:
-            raise ValueError(f"{filepath} does not fit this model: {_lora_difference(found, expected)}")
+            raise ValueError(
+                f"{filepath} does not fit this model: {_lora_difference(found, expected)}"
+            )
         if self.lora is None:
             self.enable_lora(rank, targets)
         for name, variable in self._lora_variables().items():
@@ -456,7 +458,7 @@ LORA_FORMAT = "keras_tf.lora/1"
 
 
 def _read_lora_file(filepath):
-    """`(rank, target_layer_names, {name: array})` of a `save_lora_weights` file; one line if not one."""
+    """`(rank, target_layer_names, {name: array})` of a `save_lora_weights` file, or one line."""
     import h5py
 
     try:
@@ -474,7 +476,8 @@ def _read_lora_file(filepath):
             fmt = fmt.decode("utf-8", "replace")
         missing = [name for name in ("rank", "target_layer_names") if name not in attributes]
         if fmt != LORA_FORMAT or missing:
-            what = f"format {fmt!r}" if fmt != LORA_FORMAT else f"no {' or '.join(missing)} attribute"
+            what = (f"format {fmt!r}" if fmt != LORA_FORMAT
+                    else f"no {' or '.join(missing)} attribute")
             raise ValueError(
                 f"{filepath} is not a LoRA file of save_lora_weights ({what}); a Keras "
                 ".weights.h5 file loads with load_weights"

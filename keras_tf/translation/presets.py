@@ -162,6 +162,18 @@ def _read_config(directory):
     return checked_config(read_json_object(path), path)
 
 
+def read_config(directory):
+    """The checked `TransformerConfig` of a preset directory, without building the model.
+
+    From `config.json`, or from inside `model.keras` where there is none (the
+    first release's directories).
+    """
+    directory = os.fspath(directory)
+    if os.path.isfile(os.path.join(directory, CONFIG_FILE)):
+        return _read_config(directory)
+    return _archived_config(os.path.join(directory, MODEL_FILE))
+
+
 def _archived_config(path):
     """The `TransformerConfig` inside a `.keras` archive, checked before Keras builds anything."""
     regular_file(path, 2**40)

@@ -102,3 +102,12 @@ def test_an_opus_mt_folder_for_a_model_directory_names_import_marian(tmp_path, c
         assert status == EXIT_USER_ERROR and len(err.splitlines()) == 1, err
         assert "is an OPUS-MT (Hugging Face Marian) model" in err, err
         assert f"keras-tf import-marian --model {marian} --out DIR" in err, err
+
+
+def test_a_lora_rank_beyond_the_init_from_models_d_model(untrained_model_dir, tmp_path, capsys):
+    status = main(["train", "--train", str(tmp_path / "none.tsv"), "--out", str(tmp_path / "run"),
+                   "--init-from", untrained_model_dir, "--lora-rank", "33"])
+    err = capsys.readouterr().err
+    assert status == EXIT_USER_ERROR and err == (
+        "keras-tf train: error: --lora-rank 33: must be at most the --init-from model's "
+        "d_model, 32\n")
