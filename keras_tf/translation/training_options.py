@@ -40,6 +40,8 @@ REPLAY_RATIO = 2.0
 MAX_LEARNING_RATE = 1.0
 # Replayed pairs per new pair at most: beyond, the new corpus is noise in the replay.
 MAX_REPLAY_RATIO = 1000.0
+# The longest time budget, in minutes (about two years): a larger one is a typo.
+MAX_MINUTES = 1e6
 # The Dense layers LoRA adapts by default: attention and feed-forward, as
 # "LoRA Without Regret" (Schulman et al., 2025) found it must.
 LORA_TARGETS = ("query", "key", "value", "attention_output", "inner_dense", "output_dense")
@@ -225,8 +227,9 @@ class TrainingOptions(ConfigMethods):
         if self.replay_ratio is not None and not (
                 is_finite(self.replay_ratio) and 0 < self.replay_ratio <= MAX_REPLAY_RATIO):
             fail("replay_ratio", f"must be a number in (0, {MAX_REPLAY_RATIO}]")
-        if self.max_minutes is not None and not (is_finite(self.max_minutes) and self.max_minutes > 0):
-            fail("max_minutes", "must be a finite number > 0")
+        if self.max_minutes is not None and not (
+                is_finite(self.max_minutes) and 0 < self.max_minutes <= MAX_MINUTES):
+            fail("max_minutes", f"must be a number in (0, {MAX_MINUTES:g}]")
         if self.lora_rank is not None and self.init_from is None and self.preset in PRESETS:
             d_model = PRESETS[self.preset].d_model
             if self.lora_rank > d_model:

@@ -29,6 +29,9 @@ REQUIRED = {
     "plot-encoding": ["--out", "{tmp}/pe.png"],
     "demo": [],
     "import-marian": ["--model", "{tmp}/none", "--out", "{tmp}/imported"],
+    "merge": ["--base", "{tmp}/none", "--tuned", "{tmp}/none2", "--out", "{tmp}/merged"],
+    "translate-bulk": ["--export", "{tmp}/none", "--input", "{tmp}/none.txt",
+                       "--output", "{tmp}/bulk"],
 }
 
 # Flags an option needs to be read at all (without them it is refused, whatever its value).
@@ -51,6 +54,7 @@ ALLOWED = {
                                           "Hugging Face's generate",
     ("attention", "--layer", "0"): "the first decoder layer",
     ("attention", "--head", "0"): "the first head",
+    ("merge", "--alpha", "0"): "the base model's weights (theta_0)",
 }
 
 
