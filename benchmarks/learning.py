@@ -684,7 +684,8 @@ def main():
         json.dump({"corpus": args.corpus, "pairs": len(train), "epochs": args.epochs,
                    "minutes": args.minutes, "peer": args.peer,
                    "valid": len(valid), "test": len(test), "seed": args.seed, "results": summary}, file, indent=2)
-    print(plot(args.out, os.path.join(args.out, "learning.png")))
+    if not args.minutes:  # the figure's axis is epochs; an equal-time run's is minutes
+        print(plot(args.out, os.path.join(args.out, "learning.png")))
     return 0
 
 
