@@ -44,6 +44,10 @@ def test_writes_files_then_a_rerun_restores_and_continues(tmp_path):
     for a, b in zip(best.get_weights(), model.get_weights()):
         np.testing.assert_array_equal(a, b)
     state = json.loads((tmp_path / "backup" / "state.json").read_text())
+    # The training time at each epoch's end, and at the backup (max_minutes's clock).
+    epoch_seconds = state.pop("epoch_train_seconds")
+    assert len(epoch_seconds) == 2 and 0 < epoch_seconds[0] < epoch_seconds[1]
+    assert state.pop("train_seconds") >= epoch_seconds[1]
     assert state == {
         "epoch": 2,
         "step": 0,
