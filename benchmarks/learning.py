@@ -484,9 +484,9 @@ def plot(out, path):
                                  label=f"keras-hub peer, test after {epochs} epochs")
                 continue
             folder = row.get("folder")
-            path = os.path.join(out, folder, "history.csv") if folder else None
+            csv = os.path.join(out, folder, "history.csv") if folder else None
             # A run stopped by its time budget inside its first epoch has no history.
-            history = read_history(path) if path and os.path.exists(path) else {}
+            history = read_history(csv) if csv and os.path.exists(csv) else {}
             line = None
             if f"val_{metric}" in history:
                 x = np.arange(1, len(history[f"val_{metric}"]) + 1)
