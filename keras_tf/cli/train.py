@@ -291,10 +291,9 @@ def _run(args, check_out):
         # A progress bar in a terminal, one line per epoch in a log file.
         verbose="auto" if sys.stdout.isatty() else 2,
     )
-    epochs_run = len(history.epoch)
     print(
-        f"Trained {epochs_run} epoch{'s' * (epochs_run != 1)} in "
-        f"{time.perf_counter() - start:.0f} s; model directory: {args.out}",
+        f"Trained {_epochs_trained(history)} in {time.perf_counter() - start:.0f} s; "
+        f"model directory: {args.out}",
         file=sys.stderr,
     )
     return 0
@@ -369,3 +368,14 @@ def _is_a_run(path):
     return names == {TOKENIZERS_DIR} and os.path.isfile(
         os.path.join(path, TOKENIZERS_DIR, TOKENIZERS_CONFIG)
     )
+
+
+def _epochs_trained(history):
+    """'3 epochs', or '2 epochs and 40 steps of epoch 3' where a time budget cut the last one."""
+    cut = getattr(history, "stopped_inside_epoch", None)
+    whole = len(history.epoch) - (cut is not None)
+    said = f"{whole} epoch{'s' * (whole != 1)}"
+    if cut is None:
+        return said
+    epoch, step = cut
+    return f"{said} and {step} step{'s' * (step != 1)} of epoch {epoch + 1}"

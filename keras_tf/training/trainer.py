@@ -402,7 +402,12 @@ def train(
                 break
     finally:
         remove_worker_dir(write_dir, out_dir)
-    return model, _joined(histories, model)
+    history = _joined(histories, model)
+    # `(epoch, step)` where a time budget cut an epoch, whose part Keras
+    # counts in `history.epoch` as if it were whole; None otherwise.
+    cut = budget is not None and budget.stopped and checkpointer.position[1]
+    history.stopped_inside_epoch = checkpointer.position if cut else None
+    return model, history
 
 
 def check_accumulation_fits(batches_per_update, strategy):

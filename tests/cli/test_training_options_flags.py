@@ -66,3 +66,18 @@ def test_a_bad_max_minutes_is_one_line_with_its_flag(corpus, tmp_path, capsys, v
     (line,) = capsys.readouterr().err.splitlines()
     assert line == f"keras-tf train: error: --max-minutes {shown}: must be a number in (0, 1e+06]"
     assert not (tmp_path / "run").exists()
+
+
+def test_the_closing_line_counts_only_whole_epochs_when_the_budget_cuts_one(
+    corpus, tmp_path, capsys
+):
+    # A budget no step fits in: one step of the first epoch, which Keras still
+    # validates and counts in its history.
+    argv = ["train", "--train", corpus["train"], "--valid", corpus["valid"],
+            "--out", str(tmp_path / "run"), "--epochs", "2", "--max-minutes", "1e-9",
+            *TRAIN_OPTIONS]
+    assert main(argv) == 0
+    (line,) = [line for line in capsys.readouterr().err.splitlines()
+               if line.startswith("Trained")]
+    assert line.startswith("Trained 0 epochs and 1 step of epoch 1 in "), line
+    assert line.endswith(f"model directory: {tmp_path / 'run'}"), line
