@@ -251,7 +251,7 @@ def _run(args, check_out):
         check_model_dir(args.init_from, option="--init-from")
     for path, option in ((args.replay_source, "--replay-source"),
                          (args.general_valid, "--general-valid")):
-        if path is not None and not os.path.isfile(path):
+        if path is not None and not os.path.isfile(path) and not _made_before(args, option):
             raise UserError(f"{option}: no such file: {path}")
     options = training_options(args)
     if args.init_from is not None and args.lora_rank is not None:
@@ -379,3 +379,11 @@ def _epochs_trained(history):
         return said
     epoch, step = cut
     return f"{said} and {step} step{'s' * (step != 1)} of epoch {epoch + 1}"
+
+
+def _made_before(args, option):
+    """Whether a rerun of `--out` keeps what `option`'s file made already: the replay pairs."""
+    from keras_tf.translation import presets
+
+    return option == "--replay-source" and not args.overwrite and os.path.isfile(
+        os.path.join(args.out, presets.REPLAY_PAIRS_FILE))

@@ -9,6 +9,7 @@ import csv
 import json
 import os
 import pathlib
+import shutil
 
 import numpy as np
 import pytest
@@ -101,13 +102,16 @@ def test_a_resume_after_sigkill_reuses_the_pairs_and_ends_as_the_uninterrupted_r
         domains, replay_run, tmp_path, capsys):
     argv, reference, _ = replay_run
     out = tmp_path / "run"
-    argv = [str(out) if value == str(reference) else value for value in argv]
-    argv += ["--backup-every", "3"]
+    source = tmp_path / "source.txt"
+    shutil.copyfile(domains["source"], source)
+    swap = {str(reference): str(out), domains["source"]: str(source)}
+    argv = [swap.get(value, value) for value in argv] + ["--backup-every", "3"]
     status = _kill_when(argv, tmp_path / "killed.log", lambda: _state(out) >= (0, 3))
     assert status == 137
     made = (out / presets.REPLAY_PAIRS_FILE).read_bytes()
     assert made == (reference / presets.REPLAY_PAIRS_FILE).read_bytes()
     # The rerun translates nothing: the source file is gone, the pairs are read back.
+    source.unlink()
     assert main(argv) == 0
     assert f"read back from {out}/{presets.REPLAY_PAIRS_FILE}" in capsys.readouterr().err
     assert (out / presets.REPLAY_PAIRS_FILE).read_bytes() == made
