@@ -23,7 +23,8 @@ much of the Bible the adaptation keeps.
     python benchmarks/finetune.py --out finetune-run          # ~40 min on 2 cores
 
 `--ways` runs other variants (the recipe search): `replay0.5` replays half
-a Bible pair per UI pair, `lora16` trains LoRA of rank 16, and `@S` after a
+a Bible pair per UI pair, `lora16` trains LoRA of rank 16 (`lora-qv`, `lora16-qv`:
+of the query and value projections alone, keras-hub's targets), and `@S` after a
 way sets its peak to S times the from-scratch one (`replay@1`). The ways of
 issue #58: `replay-source` (the old model's own translations of the old
 domain's training sources, `--replay-source`), `general-valid` (the
@@ -145,9 +146,14 @@ def main():
             label = "fine-tuned, from-scratch schedule (peer)"
             options["learning_rate"] = scratch_peak
         elif kind.startswith("lora"):
-            rank = int(kind[4:] or args.lora_rank)
+            # loraR-qv: keras-hub's targets, the query and value projections alone.
+            rank, qv, _ = kind[4:].partition("-qv")
+            rank = int(rank or args.lora_rank)
             label = f"LoRA rank {rank}"
             options["lora_rank"] = rank
+            if qv:
+                options["lora_targets"] = ("query", "value")
+                label += " of the query and value projections"
         elif kind == "replay-source":
             label = f"fine-tuned, replaying its own translations of {len(bible.train)} sources"
             options["replay_source"] = replay_source
