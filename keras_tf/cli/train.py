@@ -126,7 +126,7 @@ def add_arguments(parser):
     parser.add_argument(
         "--learning-rate", metavar="LR", type=float,
         help="the peak of the warm-up schedule; default: the paper's peak for the model's "
-        "d_model, a tenth of it with --init-from (fine-tuning keeps what the model knows)",
+        "d_model (with --init-from: twice it with replay, three times it with --lora-rank)",
     )
     parser.add_argument(
         "--replay-corpus", metavar="FILE",

@@ -258,14 +258,14 @@ def planned_fine_tuning_schedule(d_model, total_steps, peak_learning_rate=None,
     """The schedule for fine-tuning trained weights over `total_steps` updates.
 
     The from-scratch schedule's shape (linear warm-up, inverse square root
-    decay), with a short warm-up (a fiftieth of the run) to a low peak
-    (`fine_tuning_peak_learning_rate`), so the model adapts without
-    forgetting what it knew.
+    decay), with a short warm-up (a fiftieth of the run: the weights are
+    trained already) to `fine_tuning_peak_learning_rate`, the from-scratch
+    peak.
 
     Example:
         >>> schedule = planned_fine_tuning_schedule(d_model=512, total_steps=1000)
-        >>> schedule.warmup_steps, round(schedule.peak_learning_rate, 7)
-        (20, 6.99e-05)
+        >>> schedule.warmup_steps, round(schedule.peak_learning_rate, 6)
+        (20, 0.000699)
     """
     peak = fine_tuning_peak_learning_rate(d_model) if peak_learning_rate is None else peak_learning_rate
     if warmup_steps is None:
@@ -296,7 +296,7 @@ def planned_learning_rate(d_model, total_updates, *, warmup_steps=None, peak_lea
             data's length is unknown: then only `warmup_steps` alone plans.
         warmup_steps: the warm-up, in updates. Defaults to None: planned.
         peak_learning_rate: the peak. Defaults to None: the paper's peak for
-            `d_model`, a tenth of it when fine-tuning.
+            `d_model` (`fine_tuning_peak_learning_rate` when fine-tuning).
         fine_tuning: whether the weights are trained ones. Defaults to False.
 
     Example:

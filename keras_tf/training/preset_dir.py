@@ -208,8 +208,8 @@ def _train_preset_dir(
             `keras_tf.text.fitted_batch_tokens`: 512 tokens, or less on a
             small corpus, for at least 200 batches an epoch. With
             `init_from`, the fine-tuning schedule
-            (`planned_fine_tuning_schedule`): a short warm-up to a tenth of
-            the from-scratch peak.
+            (`planned_fine_tuning_schedule`): a short warm-up to the
+            from-scratch peak.
         replay_corpus: a `ParallelCorpus` of the domain to keep (the one
             `init_from` was trained on), sampled into the training pairs
             (`keras_tf.text.with_replay`, `options.replay_ratio` pairs per
@@ -514,9 +514,9 @@ def plan_schedule(options, start, text, corpus, strategy):
     lora_rate = fine_tuning and learning_rate is None and options.lora_rank
     print(
         f"Learning rate: a warm-up to a peak of {peak:.2g} "
-        + ("(the LoRA default: ten times full fine-tuning's, the from-scratch peak; "
-           "--learning-rate sets it)" if lora_rate else
-           f"(the fine-tuning default: {'twice' if replay else 'a tenth of'} the from-scratch "
+        + ("(the LoRA default: three times the from-scratch peak; --learning-rate sets it)"
+           if lora_rate else
+           f"(the fine-tuning default: {'twice ' if replay else ''}the from-scratch "
            f"peak{' with replay' if replay else ''}; --learning-rate sets it)"
            if fine_tuning and learning_rate is None else
            "(--learning-rate)" if learning_rate is not None else
@@ -604,8 +604,8 @@ def recipe(options, corpus):
         parts.append(f"then merging with the starting weights at the largest alpha keeping "
                      f"{options.keep:.0%} of its BLEU on {options.general_valid} (--general-valid)")
     if len(parts) == 1:
-        parts.append("nothing kept of the old domain but what a low learning rate keeps "
-                     "(--replay-source, --replay-corpus or --general-valid keep more)")
+        parts.append("nothing done to keep the old domain (--replay-source, --replay-corpus "
+                     "or --general-valid keep it)")
     return ", ".join(parts)
 
 

@@ -150,10 +150,10 @@ def train(
             goes to the logs (`LearningRateMonitor`), and a run that ends
             inside its warm-up logs a warning. With `initial_model`, the
             fine-tuning schedule (`planned_fine_tuning_schedule`): a short
-            warm-up to a tenth of the from-scratch peak.
+            warm-up to the from-scratch peak.
         peak_learning_rate: with `learning_rate=None`, the peak of the
             warm-up schedule instead of its default (the paper's peak for
-            `d_model` from scratch, a tenth of it when fine-tuning).
+            `d_model`, from scratch and when fine-tuning).
         gradient_accumulation_steps: N: update the weights once every N
             batches, with the mean of their gradients (each batch's loss is
             already a mean over its target tokens), as from one batch N

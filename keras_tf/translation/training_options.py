@@ -102,8 +102,8 @@ class TrainingOptions(ConfigMethods):
         steps: batches per epoch; the data repeats as needed. Defaults to
             None: one pass over the data.
         learning_rate: the peak of the warm-up schedule. Defaults to None:
-            the paper's peak for the model's d_model, a tenth of it when
-            fine-tuning.
+            the paper's peak for the model's d_model (twice it when
+            fine-tuning with replay, three times it for LoRA).
         warmup_steps: the warm-up, in updates. Defaults to None: a tenth of
             the planned updates (a fiftieth when fine-tuning); see
             `keras_tf.models.schedules.planned_learning_rate`.

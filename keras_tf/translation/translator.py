@@ -32,7 +32,7 @@ from keras import ops
 
 from keras_tf.decoding.config import DecodingConfig
 from keras_tf.decoding.generate import generate as generate_ids
-from keras_tf.models.learning_rates import fine_tuning_peak_learning_rate
+from keras_tf.models.learning_rates import constant_fine_tuning_learning_rate
 from keras_tf.models.losses import MaskedSparseCategoricalCrossentropy, never_emitted_ids
 from keras_tf.models.metrics import MaskedTokenAccuracy
 from keras_tf.models.schedules import paper_adam
@@ -61,9 +61,11 @@ from keras_tf.translation.inputs import (
 # The default fit recipe: Adam at a constant 5e-4 with the paper's betas. It
 # learns from the first step on any corpus size (the paper's 4,000-step
 # warm-up assumed 25,000-token batches and never peaks in a short run). A
-# translator loaded with trained weights is fine-tuned at a tenth of the
-# paper's peak instead (`fine_tuning_peak_learning_rate`), as `keras-tf train
-# --init-from` is: the from-scratch rate makes it forget what it knew.
+# translator loaded with trained weights is compiled at a constant tenth of
+# the paper's peak instead (`constant_fine_tuning_learning_rate`): with no
+# warm-up, Adam's first steps at the peak can undo what it knew. A planned
+# schedule (`fit(options=...)`, `keras-tf train --init-from`) warms up to
+# the from-scratch peak.
 DEFAULT_LEARNING_RATE = 5e-4
 DEFAULT_BATCH_SIZE = 32
 
@@ -177,7 +179,7 @@ class Seq2SeqTranslator(TokenMeanLossTracking, keras.Model):
     def default_learning_rate(self):
         """What `compile()` trains at: 5e-4, or the fine-tuning rate for trained weights."""
         if getattr(self, "pretrained", False):
-            return fine_tuning_peak_learning_rate(self.config.d_model)
+            return constant_fine_tuning_learning_rate(self.config.d_model)
         return DEFAULT_LEARNING_RATE
 
     def _text_preprocessor(self):
@@ -267,9 +269,9 @@ class Seq2SeqTranslator(TokenMeanLossTracking, keras.Model):
         Args:
             optimizer: Defaults to `"auto"`: Adam(5e-4, β2 0.98, ε 1e-9);
                 for a translator loaded with trained weights (`from_preset`
-                of a directory or an OPUS-MT model), Adam at the fine-tuning
-                rate, a tenth of the paper's peak for its d_model (7e-5 at
-                512), so that it keeps what it knows.
+                of a directory or an OPUS-MT model), Adam at a constant
+                tenth of the paper's peak for its d_model (7e-5 at 512):
+                with no warm-up, the peak itself can undo what it knows.
             loss: Defaults to `"auto"`: `MaskedSparseCategoricalCrossentropy`
                 with label smoothing 0.1, none of it on the ids the model
                 never emits (`never_emitted_ids`).

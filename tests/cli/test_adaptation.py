@@ -172,7 +172,7 @@ def test_lora_defaults_to_its_own_rate_and_the_feed_forward_layers(trained_run, 
     err = capsys.readouterr().err
     d_model = presets.load_backbone(out).config.d_model
     peak = lora_peak_learning_rate(d_model)
-    assert peak == pytest.approx(10 * fine_tuning_peak_learning_rate(d_model))
+    assert peak == pytest.approx(3 * fine_tuning_peak_learning_rate(d_model))
     assert f"a warm-up to a peak of {peak:.2g} (the LoRA default" in err
     with open(out / "history.csv") as file:
         rates = [float(row["learning_rate"]) for row in csv.DictReader(file)]

@@ -58,12 +58,15 @@ def _exact_match(model, data):
     return float((tokens == labels).all(axis=1).mean())
 
 
-def test_the_default_fine_tuning_recipe_learns_new_data_and_keeps_the_old(pretrained, tmp_path):
-    """Longer sequences than it was trained on: learned, while the old lengths stay decoded.
+def test_the_default_fine_tuning_recipe_learns_new_data_and_a_low_peak_keeps_more_old(
+        pretrained, tmp_path):
+    """Longer sequences than it was trained on: the default (the from-scratch peak) learns them.
 
     Measured (the reverse model, 6 epochs of 768 pairs of 11-12 tokens): the
-    defaults kept 0.77 of 0.99 exact matches on the old lengths and rose from
-    0.02 to 0.23 on the new; the from-scratch peak kept 0.44 (and reached 0.85).
+    from-scratch peak rose from 0.02 to 0.85 exact matches on the new
+    lengths and kept 0.44 of 0.99 on the old; a tenth of it reached 0.23 and
+    kept 0.77. The trade-off is the issue #58 benchmark's: with nothing of
+    the old domain, the default learns, and replay keeps.
     """
     from keras_tf.models.learning_rates import paper_peak_learning_rate
     from keras_tf.training import fine_tuning_peak_learning_rate
@@ -71,18 +74,19 @@ def test_the_default_fine_tuning_recipe_learns_new_data_and_keeps_the_old(pretra
     old = make_reverse_task(200, min_length=4, max_length=10, seed=11)
     new_train = make_reverse_task(768, min_length=11, max_length=12, seed=12)
     new_test = make_reverse_task(100, min_length=11, max_length=12, seed=13)
-    before_old, before_new = _exact_match(pretrained, old), _exact_match(pretrained, new_test)
+    before_new = _exact_match(pretrained, new_test)
     d_model = pretrained.config.d_model
     model, history = train(pretrained.config, new_train, out_dir=str(tmp_path / "defaults"),
                            epochs=6, initial_model=pretrained, **FAST)
-    # The planned rate never passes the fine-tuning peak, a tenth of the from-scratch one.
+    # The planned rate never passes the fine-tuning peak, the from-scratch one.
+    assert fine_tuning_peak_learning_rate(d_model) == paper_peak_learning_rate(d_model)
     rates = history.history["learning_rate"]
     assert 0 < max(rates) <= fine_tuning_peak_learning_rate(d_model) * (1 + 1e-6), rates
-    after_old, after_new = _exact_match(model, old), _exact_match(model, new_test)
-    assert after_new > before_new + 0.1, (before_new, after_new)
-    assert after_old >= 0.7 * before_old, (before_old, after_old)
-    # The peer: the same run at the from-scratch peak forgets more of the old lengths.
-    peer, _ = train(pretrained.config, new_train, out_dir=str(tmp_path / "peer"), epochs=6,
-                    initial_model=pretrained, peak_learning_rate=paper_peak_learning_rate(d_model),
-                    **FAST)
-    assert _exact_match(peer, old) < after_old
+    after_new = _exact_match(model, new_test)
+    assert after_new > before_new + 0.3, (before_new, after_new)
+    # A tenth of the peak learns less of the new lengths and keeps more of the old.
+    low, _ = train(pretrained.config, new_train, out_dir=str(tmp_path / "low"), epochs=6,
+                   initial_model=pretrained,
+                   peak_learning_rate=paper_peak_learning_rate(d_model) / 10, **FAST)
+    assert _exact_match(low, new_test) < after_new
+    assert _exact_match(low, old) > _exact_match(model, old)
