@@ -112,10 +112,10 @@ def choose_default(summaries):
 def _cell(values, digits, percent=False):
     scale, unit = (100, " %") if percent else (1, "")
     mean = statistics.mean(values) * scale
-    if len(values) == 1:
+    low, high = (f"{value * scale:.{digits}f}" for value in (min(values), max(values)))
+    if low == high:
         return f"{mean:.{digits}f}{unit}"
-    low, high = min(values) * scale, max(values) * scale
-    return f"{mean:.{digits}f}{unit} ({low:.{digits}f}-{high:.{digits}f})"
+    return f"{mean:.{digits}f}{unit} [{low}, {high}]"
 
 
 def report(summaries):
@@ -123,7 +123,7 @@ def report(summaries):
     lines = []
     for pair, summary in summaries.items():
         seeds = len(summary[UNADAPTED]["new BLEU"])
-        lines += [f"{pair}: mean (min-max) over {seeds} seed(s)", "",
+        lines += [f"{pair}: mean [min, max] over {seeds} seed(s)", "",
                   "| way | new BLEU | new chrF | old BLEU kept | gain share | train s |",
                   "|---|---|---|---|---|---|"]
         for label, figures in summary.items():

@@ -43,7 +43,8 @@ def test_means_ranges_and_shares_over_seeds(tmp_path):
     # Gain over the unadapted 10, as a share of the full run's gain (40, then 20).
     assert defaults["gain share"] == [0.25, 1.0]
     assert summary[report.FULL]["gain share"] == [1.0, 1.0]
-    assert report._cell(defaults["kept"], 0, percent=True) == "62 % (50-75)"
+    assert report._cell(defaults["kept"], 0, percent=True) == "62 % [50, 75]"
+    assert report._cell([0.5, 0.5], 2) == "0.50"
 
 
 def test_the_default_is_the_keeper_that_learns_most_else_the_best_balance(tmp_path):
