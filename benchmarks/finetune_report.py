@@ -24,6 +24,7 @@ import statistics
 # The ways a user with nothing of the old domain can run, by the label `finetune.py` prints.
 NOTHING_NEEDED = (
     "fine-tuned, defaults",
+    "fine-tuned, defaults, peak 0.1x from-scratch",
     "fine-tuned, from-scratch schedule (peer)",
     "from-scratch-schedule run merged, alpha 0.25",
     "from-scratch-schedule run merged, alpha 0.5",
