@@ -30,6 +30,8 @@ NOTHING_NEEDED = (
     "from-scratch-schedule run merged, alpha 0.5",
     "from-scratch-schedule run merged, alpha 0.75",
     "LoRA rank 8, defaults",
+    "LoRA rank 8, peak 1x from-scratch",
+    "LoRA rank 8, peak 3x from-scratch",
 )
 UNADAPTED = "Bible model, unadapted"
 FULL = "fine-tuned, from-scratch schedule (peer)"
