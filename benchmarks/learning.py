@@ -132,13 +132,16 @@ def run_ours(name, extra, paths, epochs, out, beam_sizes=(1,)):
     return [evaluate_ours(model_dir, paths, out, beam) for beam in beam_sizes], seconds
 
 
-def average_ours(name, last, paths, out):
-    """`keras-tf average --last N` of run `name` into OUT/<name>-avgN; its test hypotheses."""
+def average_ours(name, last, paths, out, beams=(1,)):
+    """`keras-tf average --last N` of run `name` into OUT/<name>-avgN; its test hypotheses.
+
+    One list of hypotheses for each beam size in `beams`.
+    """
     model_dir = os.path.join(out, f"{name}-avg{last}")
     argv = ["average", "--model", os.path.join(out, name), "--last", str(last), "--out", model_dir]
     print(f"\n== ours ({name}, averaged): keras-tf {' '.join(argv)}", flush=True)
     assert keras_tf_main(argv) == 0
-    return evaluate_ours(model_dir, paths, out)
+    return [evaluate_ours(model_dir, paths, out, beam) for beam in beams]
 
 
 def evaluate_ours(model_dir, paths, out, beam=1):
@@ -371,9 +374,10 @@ def run_opennmt(args, splits, out, ours_name):
         with open(os.path.join(out, ours_name, "config.json")) as file:
             vocabulary = json.load(file)["source_vocabulary_size"]  # ours: shared, 4 reserved ids
     vocabulary = vocabulary or 8000
-    variants = [("recipe", {}),
-                ("cpu", {"batch_size": 2048, "effective_batch_size": None,
-                         "warmup_steps": "ours"})]
+    variants = [(label, settings) for label, settings in (
+        ("recipe", {}),
+        ("cpu", {"batch_size": 2048, "effective_batch_size": None, "warmup_steps": "ours"}))
+        if label not in args.onmt_skip]
     variants += [(f"onmt-{i + 1}", opennmt_peer.parse_variant(text))
                  for i, text in enumerate(args.onmt)]
     ours = None
@@ -568,6 +572,10 @@ def main():
     parser.add_argument("--onmt", action="append", default=[], metavar="KEY=VALUE ...",
                         help="another OpenNMT-tf setting, e.g. \"batch_size=4096 "
                         "warmup_steps=ours peak=ours\" (keys: opennmt_peer.KEYS)")
+    parser.add_argument("--onmt-skip", action="append", default=[], choices=("recipe", "cpu"),
+                        help="leave out one of OpenNMT-tf's two standing settings: its untouched "
+                        "recipe, or its CPU-sized one (2,048-token batches, no accumulation, our "
+                        "warm-up)")
     parser.add_argument("--onmt-eval-steps", type=int, default=500, metavar="N",
                         help="OpenNMT-tf evaluates and saves a checkpoint every N steps "
                         "(default: 500)")
@@ -617,7 +625,10 @@ def main():
             results[f"{label}, beam 4 (its default)"] = (decoded[1], seconds)
         if args.average_last and name == "defaults":
             label = f"defaults, average of the last {args.average_last}"
-            results[label] = (average_ours(name, args.average_last, paths, args.out), seconds)
+            averaged = average_ours(name, args.average_last, paths, args.out, beams)
+            results[label] = (averaged[0], seconds)
+            if len(averaged) > 1:
+                results[f"{label}, beam 4"] = (averaged[1], seconds)
     peer_validation = None
     onmt = {}
     if args.peer == "opennmt-tf" and not args.skip_peer:
