@@ -407,10 +407,12 @@ def run_opennmt(args, splits, out, ours_name):
             print(f"  step {row['step']}, {row['seconds'] / 60:.1f} min: validation BLEU "
                   f"{row.get('bleu', float('nan')):.2f}, chrF {row.get('chrf', float('nan')):.2f}")
         test_sources = files["test"][0]
+        epochs = run.epochs_by_step()
         results[label] = {
             "settings": shown,
             "curve": [(row["seconds"], row.get("bleu"), row.get("chrf")) for row in evaluations],
             "steps": evaluations[-1]["step"] if evaluations else None,
+            "epochs": round(epochs[-1][1], 2) if epochs else None,
             "seconds": seconds,
             "test": {"averaged, beam 4": run.translate(test_sources, "test-avg-beam"),
                      "averaged, greedy": run.translate(test_sources, "test-avg-greedy",
@@ -418,7 +420,48 @@ def run_opennmt(args, splits, out, ours_name):
                      "last, beam 4": run.translate(test_sources, "test-last-beam",
                                                    averaged=False)},
         }
+        print(f"  {results[label]['epochs']} epochs of the training pairs by step "
+              f"{epochs[-1][0] if epochs else '-'} (estimated from its log)")
+        target = ours_epochs(out, ours_name)
+        if target:
+            results[label]["equal_epochs"] = opennmt_at_epochs(
+                run, epochs, target, evaluations, args.onmt_eval_steps, test_sources)
     return results
+
+
+def ours_epochs(out, name):
+    """The epochs our run OUT/<name> finished, or None when it did not run."""
+    path = os.path.join(out, name, "backup", "state.json")
+    if not os.path.exists(path):
+        return None
+    with open(path) as file:
+        return len(json.load(file)["history"])
+
+
+def opennmt_at_epochs(run, epochs_by_step, target, evaluations, eval_steps, test_sources):
+    """OpenNMT-tf at the saved checkpoint nearest `target` epochs: its validation and test.
+
+    Averaged as its recipe averages (the last kept checkpoints up to that
+    one) and decoded with its default beam 4. Returns `{"step", "epochs",
+    "valid_bleu", "averaged", "test"}`, or `{"reached": epochs}` when the run
+    never saw `target` epochs.
+    """
+    import opennmt_peer
+
+    exact = opennmt_peer.step_at_epochs(epochs_by_step, target)
+    if exact is None:
+        seen = epochs_by_step[-1][1] if epochs_by_step else 0.0
+        print(f"  it saw {seen:.1f} epochs, fewer than ours' {target}: no equal-epochs point")
+        return {"reached": round(seen, 2)}
+    step = max(eval_steps, eval_steps * round(exact / eval_steps))
+    checkpoint, averaged = run.average_up_to(step)
+    valid = next((row.get("bleu") for row in evaluations if row["step"] == step), None)
+    hypotheses = run.translate(test_sources, f"test-step{step}-avg-beam", checkpoint=checkpoint)
+    print(f"  at ours' {target} epochs: step {step} (its {target} epochs at step {exact:.0f}), "
+          f"validation BLEU {valid if valid is None else round(valid, 2)}; checkpoints "
+          f"{averaged} averaged for the test")
+    return {"step": step, "epochs": target, "valid_bleu": valid, "averaged": averaged,
+            "test": hypotheses}
 
 
 def value_at(curve, seconds):
@@ -637,6 +680,10 @@ def main():
         for setting, row in onmt.items():
             for decoding, hypotheses in row["test"].items():
                 results[f"OpenNMT-tf {setting}, {decoding}"] = (hypotheses, row["seconds"])
+            if "test" in row.get("equal_epochs", {}):
+                equal = row["equal_epochs"]
+                results[f"OpenNMT-tf {setting} at {equal['epochs']} epochs (step {equal['step']})"
+                        ", averaged beam 4"] = (equal["test"], row["seconds"])
     if args.peer == "keras-hub" and not args.skip_peer:
         hypotheses, seconds, peer_validation = run_peer(
             train, test, args.epochs, valid if args.peer_every_epoch else None, seed=args.seed,
@@ -676,7 +723,9 @@ def main():
                 print(f"{name}: BLEU {row['bleu'] - peer:+.2f} against it")
         for setting, row in onmt.items():
             summary[f"OpenNMT-tf {setting}, averaged, beam 4"].update(
-                settings=row["settings"], steps=row["steps"], valid_curve=row["curve"])
+                settings=row["settings"], steps=row["steps"], epochs=row["epochs"],
+                valid_curve=row["curve"],
+                equal_epochs={k: v for k, v in row.get("equal_epochs", {}).items() if k != "test"})
     if "keras-hub peer" in summary:
         peer = summary["keras-hub peer"]["bleu"]
         for name, row in summary.items():

@@ -21,9 +21,11 @@ module runs in the project's environment and imports neither.
   greedy, detokenized by its tokenizer.
 """
 
+import glob
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -41,6 +43,11 @@ RECIPE = {"batch_size": 3072, "effective_batch_size": 25000, "warmup_steps": 800
 # "own" (default, learned by its recipe) or "ours" (our run's SentencePiece
 # model, OUT/defaults/tokenizers/shared.spm, the same segmentation).
 KEYS = (*RECIPE, "size", "peak", "tokenizer")
+# auto_config's training filter: pairs with either side over this many pieces are left out.
+MAXIMUM_LENGTH = 100
+# Its trainer's log line every 100 steps: the rates since the last one.
+STEP_LINE = re.compile(r"Step = (\d+) ; steps/s = ([\d.]+), tokens/s = \d+ "
+                       r"\((\d+) source, \d+ target\)")
 
 
 def write_split_files(splits, directory, source="en", target="fr"):
@@ -89,6 +96,70 @@ def pairs_digest(sources, targets):
     for source, target in zip(sources, targets, strict=True):
         digest.update(f"{source}\t{target}\n".encode("utf-8"))
     return digest.hexdigest()
+
+
+def source_tokens_by_step(log_text):
+    """`[(step, source pieces trained on so far)]` from the trainer's log lines.
+
+    Each line gives the steps and source pieces a second since the one before;
+    their ratio is the pieces a step over those steps (evaluations slow both
+    rates alike). A step count that goes back starts a new run: the count restarts.
+    """
+    points, total, last = [], 0.0, 0
+    for match in STEP_LINE.finditer(log_text):
+        step, steps_per_second, sources_per_second = (
+            int(match[1]), float(match[2]), int(match[3]))
+        if step <= last:
+            points, total, last = [], 0.0, 0
+        if steps_per_second > 0:
+            total += (step - last) * sources_per_second / steps_per_second
+        points.append((step, total))
+        last = step
+    return points
+
+
+def epoch_source_tokens(sources, targets, encode, maximum_length=MAXIMUM_LENGTH):
+    """Source pieces in one pass over the pairs its training keeps.
+
+    `encode(text)` is the pieces; a pair with either side over `maximum_length`
+    pieces is left out, as auto_config's length filter leaves it out.
+    """
+    total = 0
+    for source, target in zip(sources, targets, strict=True):
+        source_length, target_length = len(encode(source)), len(encode(target))
+        if source_length <= maximum_length and target_length <= maximum_length:
+            total += source_length
+    return total
+
+
+def step_at_epochs(epochs_by_step, epochs):
+    """The step at which `epochs_by_step` (`[(step, epochs)]`) reaches `epochs`, or None.
+
+    Linear between the logged steps (from step 0 at 0 epochs); None when the
+    run never reached it.
+    """
+    last_step, last_epochs = 0, 0.0
+    for step, seen in epochs_by_step:
+        if seen >= epochs:
+            share = (epochs - last_epochs) / (seen - last_epochs) if seen > last_epochs else 1.0
+            return last_step + share * (step - last_step)
+        last_step, last_epochs = step, seen
+    return None
+
+
+def checkpoints_up_to(model_dir, step, max_count):
+    """The steps of the last `max_count` checkpoints in `model_dir` at or before `step`, oldest first.
+
+    Raises:
+        SystemExit: none is there, naming the steps that are.
+    """
+    kept = sorted(int(match[1]) for match in (
+        re.fullmatch(r"ckpt-(\d+)\.index", os.path.basename(path))
+        for path in glob.glob(os.path.join(model_dir, "ckpt-*.index"))) if match)
+    chosen = [s for s in kept if s <= step][-max_count:]
+    if not chosen:
+        raise SystemExit(f"no checkpoint at or before step {step} in {model_dir} (kept: {kept})")
+    return chosen
 
 
 def venv_python(venv=DEFAULT_VENV):
@@ -281,11 +352,59 @@ class OpenNmtRun:
         with open(self.curve, encoding="utf-8") as file:
             return [json.loads(line) for line in file if line.strip()]
 
-    def translate(self, sources_path, name, averaged=True, greedy=False):
-        """`onmt-main infer` of `sources_path`; the detokenized translations."""
+    def epochs_by_step(self):
+        """`[(step, epochs of the training pairs seen)]` at each of the trainer's log lines.
+
+        Estimated from its logged rates (`source_tokens_by_step`) over the source
+        pieces of one epoch (`epoch_source_tokens`, with the run's SentencePiece model).
+        """
+        import sentencepiece
+
+        processor = sentencepiece.SentencePieceProcessor(
+            model_file=os.path.join(self.directory, "sentencepiece.model"))
+        sources, targets = read_split_files({"train": self.files["train"]})["train"]
+        per_epoch = epoch_source_tokens(sources, targets, processor.encode)
+        with open(self.log, encoding="utf-8") as file:
+            points = source_tokens_by_step(file.read())
+        return [(step, tokens / per_epoch) for step, tokens in points]
+
+    def average_up_to(self, step, max_count=8):
+        """Average the kept checkpoints at or before `step` as auto_config averages its last ones.
+
+        At most `max_count` of them (auto_config's `average_last_checkpoints`),
+        into DIR/upto-STEP/avg; returns `(that path, [steps averaged])`.
+        """
+        chosen = checkpoints_up_to(self.model_dir, step, max_count)
+        work = os.path.join(self.directory, f"upto-{step}")
+        output = os.path.join(work, "avg")
+        if not os.path.isdir(output):
+            os.makedirs(work, exist_ok=True)
+            for s in chosen:
+                for path in glob.glob(os.path.join(self.model_dir, f"ckpt-{s}.*")):
+                    link = os.path.join(work, os.path.basename(path))
+                    if not os.path.lexists(link):
+                        os.symlink(path, link)
+            with open(os.path.join(work, "checkpoint"), "w", encoding="utf-8") as file:
+                file.write(f'model_checkpoint_path: "ckpt-{chosen[-1]}"\n' + "".join(
+                    f'all_model_checkpoint_paths: "ckpt-{s}"\n' for s in chosen))
+            model_args, config = self.write_config()
+            override = os.path.join(work, "model_dir.yml")
+            with open(override, "w", encoding="utf-8") as file:
+                json.dump({"model_dir": work}, file)
+            self._run([os.path.join(self.bin, "onmt-main"), *model_args, "--config", config,
+                       override, "--auto_config", "average_checkpoints", "--output_dir", output,
+                       "--max_count", str(max_count)])
+        return output, chosen
+
+    def translate(self, sources_path, name, averaged=True, greedy=False, checkpoint=None):
+        """`onmt-main infer` of `sources_path`; the detokenized translations.
+
+        From the averaged checkpoint (`averaged`), the last one, or `checkpoint`'s path.
+        """
         model_args, config = self.write_config()
         configs = [config, os.path.join(self.directory, "greedy.yml")] if greedy else [config]
-        checkpoint = os.path.join(self.model_dir, "avg") if averaged else self.model_dir
+        if checkpoint is None:
+            checkpoint = os.path.join(self.model_dir, "avg") if averaged else self.model_dir
         output = os.path.join(self.directory, f"{name}.hyp")
         self._run([os.path.join(self.bin, "onmt-main"), *model_args, "--config", *configs,
                    "--auto_config", "--checkpoint_path", checkpoint, "infer",
