@@ -396,13 +396,20 @@ class OpenNmtRun:
                        "--max_count", str(max_count)])
         return output, chosen
 
-    def translate(self, sources_path, name, averaged=True, greedy=False, checkpoint=None):
+    def translate(self, sources_path, name, averaged=True, greedy=False, checkpoint=None,
+                  length_penalty=None):
         """`onmt-main infer` of `sources_path`; the detokenized translations.
 
-        From the averaged checkpoint (`averaged`), the last one, or `checkpoint`'s path.
+        From the averaged checkpoint (`averaged`), the last one, or `checkpoint`'s
+        path. `length_penalty`: its beam search's α (GNMT's ((5 + len) / 6)^α, its
+        only form), in place of its default 0 (the sum of log-probabilities).
         """
         model_args, config = self.write_config()
         configs = [config, os.path.join(self.directory, "greedy.yml")] if greedy else [config]
+        if length_penalty is not None:
+            configs.append(os.path.join(self.directory, f"length-penalty-{length_penalty:g}.yml"))
+            with open(configs[-1], "w", encoding="utf-8") as file:
+                json.dump({"params": {"length_penalty": length_penalty}}, file)
         if checkpoint is None:
             checkpoint = os.path.join(self.model_dir, "avg") if averaged else self.model_dir
         output = os.path.join(self.directory, f"{name}.hyp")
