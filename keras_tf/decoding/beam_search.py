@@ -109,11 +109,11 @@ def beam_search(
     batch_size,
     max_length,
     beam_size=4,
-    length_penalty=0.6,
+    length_penalty=1.0,
     start_id=START_ID,
     end_id=END_ID,
     pad_id=PAD_ID,
-    length_penalty_style="gnmt",
+    length_penalty_style="power",
     grow_cache=None,
     reorder_cache=None,
     first_cache_length=None,
@@ -126,13 +126,13 @@ def beam_search(
         batch_size: number of source sequences.
         max_length: number of tokens to generate at most.
         beam_size: hypotheses kept per batch entry. Defaults to 4.
-        length_penalty: α of the length penalty. Defaults to 0.6.
+        length_penalty: α of the length penalty. Defaults to 1.0.
         start_id: the token fed at position 0. Defaults to `START_ID`.
         end_id: the token that ends a hypothesis; None disables it.
             Defaults to `END_ID`.
         pad_id: what follows the end token. Defaults to `PAD_ID`.
-        length_penalty_style: `"gnmt"` (default), ((5 + length) / 6)^α, or
-            `"power"`, length^α.
+        length_penalty_style: `"power"` (default), length^α, or `"gnmt"`,
+            ((5 + length) / 6)^α.
         grow_cache: `(cache, length) -> cache`: run in stages over a growing
             cache (`stages.py`). Defaults to None, one fixed cache.
         reorder_cache: `(cache, rows) -> cache` where row i of the new order

@@ -30,10 +30,13 @@ class DecodingConfig(ConfigMethods):
     Args:
         method: `"greedy"` (default), `"beam"`, `"top_k"` or `"top_p"`.
         beam_size: hypotheses kept by beam search. Defaults to 4.
-        length_penalty: α of beam search's length penalty. Defaults to 0.6.
-        length_penalty_style: `"gnmt"` (default), GNMT's ((5 + len) / 6)^α,
-            or `"power"`, len^α, as Hugging Face's `generate` and Marian
-            divide by (len counts the generated tokens, END included).
+        length_penalty: α of beam search's length penalty. Defaults to 1.0.
+        length_penalty_style: `"power"` (default), len^α, as Hugging Face's
+            `generate`, CTranslate2 and Marian divide by, or `"gnmt"`, GNMT's
+            ((5 + len) / 6)^α (len counts the generated tokens, END
+            included). len^1, the mean log-probability of a token, scored
+            higher than GNMT α 0.6 on a Bible and a demo model
+            (docs/benchmarks.md, "Which length penalty should beam search use?").
         max_length: the most target tokens to generate, END included, at
             most the model's `max_target_length`. Defaults to None: that
             maximum.
@@ -62,8 +65,8 @@ class DecodingConfig(ConfigMethods):
 
     method: str = "greedy"
     beam_size: int = 4
-    length_penalty: float = 0.6
-    length_penalty_style: str = "gnmt"
+    length_penalty: float = 1.0
+    length_penalty_style: str = "power"
     max_length: int = None
     max_source_length: int = None
     top_k: int = None

@@ -296,8 +296,8 @@ def generate(
     max_length=None,
     method="greedy",
     beam_size=4,
-    length_penalty=0.6,
-    length_penalty_style="gnmt",
+    length_penalty=1.0,
+    length_penalty_style="power",
     top_k=None,
     top_p=0.9,
     temperature=1.0,
@@ -315,9 +315,9 @@ def generate(
             model's `max_target_length`. Defaults to `max_target_length`.
         method: "greedy", "beam", "top_k" or "top_p". Defaults to "greedy".
         beam_size: hypotheses kept by beam search. Defaults to 4.
-        length_penalty: α of beam search's length penalty. Defaults to 0.6.
-        length_penalty_style: `"gnmt"`, ((5 + len) / 6)^α (default), or
-            `"power"`, len^α (Hugging Face's).
+        length_penalty: α of beam search's length penalty. Defaults to 1.0.
+        length_penalty_style: `"power"`, len^α (default; Hugging Face's and
+            CTranslate2's), or `"gnmt"`, ((5 + len) / 6)^α.
         top_k: tokens kept by "top_k" sampling. Defaults to None: 50, or
             the target vocabulary size when it is smaller.
         top_p: probability mass kept by "top_p" sampling. Defaults to 0.9.

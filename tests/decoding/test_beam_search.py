@@ -27,7 +27,8 @@ def table_step_fn(tokens, cache, index):
 @pytest.mark.parametrize("alpha", [0.0, 0.6])
 def test_beam_search_finds_the_sequence_greedy_misses(alpha):
     tokens, scores = beam_search(
-        table_step_fn, (), batch_size=1, max_length=6, beam_size=2, length_penalty=alpha
+        table_step_fn, (), batch_size=1, max_length=6, beam_size=2, length_penalty=alpha,
+        length_penalty_style="gnmt",
     )
     # B END, then A B END (0.5 * 0.3 * 0.9 = 0.135), both padded after END.
     np.testing.assert_array_equal(
@@ -65,25 +66,30 @@ def test_one_beam_equals_greedy_with_the_length_penalty(post_norm_model, batch_s
     sources = random_sources(batch_size, 11, seed=5)
     end_id = _end_id_for(post_norm_model, sources)
     greedy = generate(post_norm_model, sources, max_length=MAX_LENGTH, end_id=end_id)
-    beam = generate(
+    gnmt = generate(
         post_norm_model, sources, max_length=MAX_LENGTH, method="beam", beam_size=1,
-        length_penalty=0.6, end_id=end_id,
+        length_penalty=0.6, length_penalty_style="gnmt", end_id=end_id,
     )
-    np.testing.assert_array_equal(beam.tokens, greedy.tokens)
+    # The default: the mean log-probability of a token, len^1.
+    default = generate(post_norm_model, sources, max_length=MAX_LENGTH, method="beam",
+                       beam_size=1, end_id=end_id)
+    np.testing.assert_array_equal(gnmt.tokens, greedy.tokens)
+    np.testing.assert_array_equal(default.tokens, greedy.tokens)
     lengths = np.where(greedy.tokens == end_id, np.arange(MAX_LENGTH), MAX_LENGTH - 1).min(1) + 1
     np.testing.assert_allclose(
-        beam.scores * ((5.0 + lengths) / 6.0) ** 0.6, greedy.scores, rtol=1e-5
+        gnmt.scores * ((5.0 + lengths) / 6.0) ** 0.6, greedy.scores, rtol=1e-5
     )
+    np.testing.assert_allclose(default.scores * lengths, greedy.scores, rtol=1e-5)
 
 
 @BATCH_SIZES
 def test_beam_scores_equal_teacher_forced_log_probs_over_the_penalty(post_norm_model, batch_size):
-    alpha = 0.6
+    # The default penalty, len^1: a hypothesis scores its mean token log-probability.
     sources = random_sources(batch_size, 11, seed=5)
     end_id = _end_id_for(post_norm_model, sources)
     out = generate(
         post_norm_model, sources, max_length=MAX_LENGTH, method="beam", beam_size=4,
-        length_penalty=alpha, return_all_beams=True, end_id=end_id,
+        return_all_beams=True, end_id=end_id,
     )
     assert out.tokens.shape == (batch_size, 4, MAX_LENGTH) and out.scores.shape == (batch_size, 4)
     assert (np.diff(out.scores, axis=1) <= 0).all(), "n-best must be sorted, best first"
@@ -103,5 +109,5 @@ def test_beam_scores_equal_teacher_forced_log_probs_over_the_penalty(post_norm_m
         ends = np.flatnonzero(hypothesis == end_id)
         length = ends[0] + 1 if ends.size else MAX_LENGTH
         assert (hypothesis[length:] == 0).all(), "padding after END"
-        expected = token_log_probs[row, :length].sum() / ((5.0 + length) / 6.0) ** alpha
+        expected = token_log_probs[row, :length].mean()
         np.testing.assert_allclose(out.scores.reshape(-1)[row], expected, rtol=1e-4, atol=1e-4)
