@@ -7,6 +7,8 @@ shared SentencePiece (or WordPiece) vocabulary from the training file, then
 trains with `keras_tf.training.train`: `model.fit` with `jit_compile=True`,
 the best model in DIR/model.keras (on the validation BLEU with --valid, which
 is decoded each epoch; on the loss without it, or with --keep-best loss),
+replaced at the end by the mean of the last 5 epochs' weights when that
+scores at least as well on the validation BLEU (--average-last; from scratch),
 TerminateOnNaN, a backup in DIR/backup at every epoch end and every
 `--backup-every` steps (by default every 5 minutes), and TensorBoard logs in
 DIR/logs. A killed run
@@ -183,7 +185,13 @@ def add_arguments(parser):
     parser.add_argument(
         "--keep-checkpoints", metavar="N", type=int_in_range(1), default=1,
         help="keep the weights of the last N epochs in DIR/backup, for keras-tf average; "
-        "default: 1",
+        "default: 1 (or --average-last's N)",
+    )
+    parser.add_argument(
+        "--average-last", metavar="N", type=int_in_range(1), default=5,  # AVERAGE_LAST
+        help="with --valid, from scratch: at the end, the mean of the last N epochs' weights becomes the "
+        "model when its validation BLEU is at least the best epoch's; 1: no averaging; "
+        "default: 5",
     )
     parser.add_argument(
         "--skip-bad-lines", action="store_true",

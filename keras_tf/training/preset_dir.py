@@ -255,6 +255,7 @@ def _train_preset_dir(
     model, history = fit(options, start, plan, data, out_dir,
                          strategy=strategy, jit_compile=jit_compile,
                          backup_every=backup_every, verbose=verbose)
+    model = average_if_better(options, text, data, model, out_dir, chief)
     model = choose_or_merge(options, start, text, general_pairs, model, out_dir, chief)
     preprocessor = Seq2SeqPreprocessor(
         text.tokenizers, plan.config.max_source_length, plan.config.max_target_length
@@ -637,13 +638,76 @@ def fit(options, start, plan, data, out_dir, *, strategy, jit_compile, backup_ev
         validation_bleu=data.validation_bleu,
         keep_best=data.keep_best,
         early_stopping=options.early_stopping,
-        keep_checkpoints=options.keep_checkpoints,
+        keep_checkpoints=kept_checkpoints(options, data),
         max_minutes=options.max_minutes,
         initial_model=initial.backbone if initial is not None else None,
         lora_rank=options.lora_rank,
         lora_target_layer_names=tuple(options.lora_targets),
         verbose=verbose,
     )
+
+
+def averages(options, data):
+    """Whether the run ends by trying the mean of its last epochs (`average_if_better`).
+
+    From scratch with validation BLEU only: a fine-tuning recipe's defaults were
+    measured without it (benchmarks/finetune.py).
+    """
+    return (options.average_last > 1 and data.validation_bleu is not None
+            and options.init_from is None)
+
+
+def kept_checkpoints(options, data):
+    """The epoch checkpoints kept: `keep_checkpoints`, or the `average_last` it averages."""
+    if averages(options, data):
+        return max(options.keep_checkpoints, options.average_last)
+    return options.keep_checkpoints
+
+
+def average_if_better(options, text, data, model, out_dir, chief):
+    """The mean of the last `average_last` epochs if it validates as well as the kept model.
+
+    As the paper averaged its last checkpoints (section 6.1), and OpenNMT-tf's
+    `--auto_config` its last 8; kept only when the validation says so: the
+    greedy BLEU that picked the kept model, on the same pairs, scores both.
+    Needs two epoch checkpoints at least (`DIR/backup/`, `kept_checkpoints`).
+    The choice and both scores go to `options.json` (`"average"`) and one line
+    to stderr. The chief alone averages (the files are its). Returns the run's
+    model: the mean, or `model` unchanged.
+    """
+    if not (chief and averages(options, data)):
+        return model
+    checkpoints = epoch_checkpoints(os.path.join(out_dir, presets.BACKUP_DIR))
+    checkpoints = checkpoints[-options.average_last:]
+    if len(checkpoints) < 2:
+        return model
+    validation = data.validation_bleu
+    averaged = presets.load_backbone(out_dir)
+    preprocessor = Seq2SeqPreprocessor(
+        text.tokenizers, averaged.config.max_source_length, averaged.config.max_target_length
+    )
+    greedy = DecodingConfig(method="greedy", max_length=validation.max_length)
+
+    def bleu(backbone):
+        translator = Seq2SeqTranslator(backbone, preprocessor, greedy)
+        hypotheses = translate_in_batches(translator, validation.sources,
+                                          validation.batch_size, greedy)
+        return float(corpus_scores(hypotheses, validation.references)[0].score)
+
+    average_checkpoints(averaged, [path for _, path in checkpoints])
+    epochs = [epoch for epoch, _ in checkpoints]
+    kept_bleu, averaged_bleu = bleu(presets.load_backbone(out_dir)), bleu(averaged)
+    chosen = averaged_bleu >= kept_bleu
+    record = {"epochs": epochs, "bleu": averaged_bleu, "kept_bleu": kept_bleu, "chosen": chosen}
+    print(f"Averaged epochs {epochs[0]}-{epochs[-1]}: validation BLEU {averaged_bleu:.2f} "
+          f"against the kept epoch's {kept_bleu:.2f}; "
+          f"{'the average is the model' if chosen else 'the kept epoch stays the model'} "
+          "(--average-last)", file=sys.stderr)
+    if chosen:
+        presets.write_backbone(out_dir, averaged)
+    values = presets.read_run_facts(out_dir)
+    presets.write_options(out_dir, options, **{**values, "average": record})
+    return averaged if chosen else model
 
 
 def read_general_valid(options):

@@ -51,12 +51,16 @@ KEEP = 0.9
 # Fields that the trained model brings when fine-tuning (`init_from`): they read None.
 MODEL_FIELDS = ("preset", "tokenizer", "vocabulary_size", "max_length")
 # What `options.json` records besides the options: facts of the run's data.
-RUN_FACTS = ("train_pairs", "replay_pairs", "valid_pairs", "merge")
+RUN_FACTS = ("train_pairs", "replay_pairs", "valid_pairs", "merge", "average")
+# The last epochs averaged at the end of a run with validation BLEU: five, as
+# the paper averaged its last five checkpoints (section 6.1); +2.8 BLEU on the
+# Bible (benchmarks/learning.py, docs/benchmarks.md).
+AVERAGE_LAST = 5
 # The least value of each whole-number field.
 _MINIMUMS = {
     "vocabulary_size": 5, "max_length": 2, "batch_size": 1, "batch_tokens": 2, "epochs": 1,
     "steps": 1, "warmup_steps": 1, "gradient_accumulation_steps": 1, "seed": 0,
-    "early_stopping": 1, "keep_checkpoints": 1, "lora_rank": 1,
+    "early_stopping": 1, "keep_checkpoints": 1, "lora_rank": 1, "average_last": 1,
 }
 # What an options.json written before the fine-tuning field existed says in `preset`.
 _LEGACY_INIT_FROM = "init-from "
@@ -117,7 +121,13 @@ class TrainingOptions(ConfigMethods):
         early_stopping: stop after this many epochs without a gain in the
             `keep_best` quantity (`train_preset_dir`). Defaults to None.
         keep_checkpoints: the last epochs' weights kept for averaging
-            (`train_preset_dir`). Defaults to 1.
+            (`train_preset_dir`; at least `average_last` of them are kept
+            when it averages). Defaults to 1.
+        average_last: at the end of a run from scratch that scores
+            validation BLEU (`train_preset_dir`), the mean of the last this many epochs'
+            weights is scored the same way and becomes the run's model when
+            it scores at least the kept epoch's; 1 turns it off. Defaults
+            to `AVERAGE_LAST`, 5.
         replay_ratio: with a replay corpus (`train_preset_dir`'s
             `replay_corpus`, or `replay_source`), replayed pairs per
             training pair. Defaults to None: `REPLAY_RATIO`, 2.
@@ -174,6 +184,7 @@ class TrainingOptions(ConfigMethods):
     keep_best: str = None
     early_stopping: int = None
     keep_checkpoints: int = 1
+    average_last: int = AVERAGE_LAST
     replay_ratio: float = None
     max_minutes: float = None
     replay_source: str = None
