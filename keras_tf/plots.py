@@ -61,10 +61,31 @@ def kept_epoch(history, keep_best=None):
     return None, None
 
 
-def training_curve(history, path, *, title="Training curve", keep_best=None):
+def averaged_span(average):
+    """`(first epoch, last epoch, label)` of an average the run kept as its model, or None.
+
+    Args:
+        average: the `"average"` record of a run's `options.json` (`keras-tf
+            train --average-last`: `epochs`, `chosen`, ...), or None.
+
+    Example:
+        >>> averaged_span({"epochs": [8, 9, 10], "chosen": True})
+        (8.0, 10.0, 'kept model: the mean of epochs 8-10')
+        >>> averaged_span({"epochs": [8, 9, 10], "chosen": False}) is None
+        True
+    """
+    if not average or not average.get("chosen"):
+        return None
+    first, last = float(average["epochs"][0]), float(average["epochs"][-1])
+    return first, last, f"kept model: the mean of epochs {first:g}-{last:g}"
+
+
+def training_curve(history, path, *, title="Training curve", keep_best=None, average=None):
     """Plot loss and masked token accuracy per epoch, training and validation, to a PNG.
 
-    A dashed line marks the epoch whose model training kept (`kept_epoch`).
+    A dashed line marks the epoch whose model training kept (`kept_epoch`);
+    where the run kept the mean of its last epochs instead (`average`), a
+    shaded span marks those epochs and the line the best single one.
 
     Args:
         history: `{name: [value per epoch]}`, as `read_history` or Keras's
@@ -75,6 +96,7 @@ def training_curve(history, path, *, title="Training curve", keep_best=None):
         title: the figure title.
         keep_best: what picked the kept model, `"bleu"` or `"loss"`.
             Defaults to None: BLEU where the history has it, else the loss.
+        average: the run's `options.json` `"average"` record, or None.
 
     Returns:
         `path`.
@@ -85,6 +107,7 @@ def training_curve(history, path, *, title="Training curve", keep_best=None):
     loss_axes, accuracy_axes = figure.subplots(1, 2)
     # The epoch whose model `train` keeps as model.keras.
     best, picked_by = kept_epoch(history, keep_best)
+    span = averaged_span(average)
     panels = (
         (loss_axes, "loss", "loss (label-smoothed cross-entropy)"),
         (accuracy_axes, "masked_accuracy", "masked token accuracy"),
@@ -93,9 +116,12 @@ def training_curve(history, path, *, title="Training curve", keep_best=None):
         for key, split in ((name, "training"), (f"val_{name}", "validation")):
             if key in history:
                 axes.plot(epochs, history[key], marker="o", markersize=3, label=split)
+        if span is not None:
+            axes.axvspan(span[0] - 0.5, span[1] + 0.5, color="grey", alpha=0.15, label=span[2])
         if best is not None:
+            what = "best single epoch" if span is not None else "kept model"
             axes.axvline(best, color="grey", linestyle="--", linewidth=1,
-                         label=f"kept model: {picked_by} (epoch {best:g})")
+                         label=f"{what}: {picked_by} (epoch {best:g})")
         axes.set_xlabel("epoch")
         axes.set_ylabel(label)
         axes.grid(alpha=0.3)

@@ -131,6 +131,7 @@ def run(args):
     from keras_tf.cli.evaluate import score
     from keras_tf.cli.model_dir import HISTORY_FILE, load_model_dir
     from keras_tf.training.preset_dir import train_preset_dir
+    from keras_tf.translation.presets import read_run_facts
     from keras_tf.translation.batches import translate_in_batches
 
     if args.corpus == "bible" and args.quick:
@@ -167,7 +168,9 @@ def run(args):
     seconds["train"] = time.perf_counter() - began
 
     began = _stage(f"Evaluating on the {len(corpus.test)} test pairs (beam {settings.beam_size})")
-    trained = load_model_dir(model_dir)  # the kept epoch: the best on the validation BLEU
+    # The kept model: the best epoch on the validation BLEU, or the mean of the
+    # last five when that validates at least as well (--average-last).
+    trained = load_model_dir(model_dir)
     decoding = decoding_for(settings.beam_size)
     hypotheses = translate_in_batches(
         trained.translator, corpus.test.sources, 32, decoding, progress=True
@@ -200,6 +203,7 @@ def run(args):
     curve = plots.training_curve(
         plots.read_history(os.path.join(model_dir, HISTORY_FILE)),
         os.path.join(out, "training_curve.png"),
+        average=read_run_facts(model_dir).get("average"),
         title=f"{PRESET} on the "
         + ("Bible, English→French" if args.corpus == "bible"
            else "JupyterLab English→French strings"),

@@ -81,6 +81,19 @@ def test_the_training_curve_marks_the_kept_epoch():
     assert plots.kept_epoch({"loss": [1.0]}) == (None, None)
 
 
+def test_a_kept_average_is_a_span_and_the_line_its_best_single_epoch(tmp_path):
+    assert plots.averaged_span({"epochs": [3, 4, 5], "bleu": 9.0, "kept_bleu": 8.0,
+                                "chosen": True}) == (3.0, 5.0, "kept model: the mean of epochs 3-5")
+    assert plots.averaged_span({"epochs": [3, 4, 5], "chosen": False}) is None
+    assert plots.averaged_span(None) is None
+    history = {"loss": [4.0, 3.0, 2.5, 2.0, 1.8], "val_loss": [3.9, 3.2, 3.3, 3.4, 3.5],
+               "val_bleu": [1.0, 5.0, 7.5, 7.0, 7.2]}
+    plain = _read_png(plots.training_curve(history, str(tmp_path / "plain.png")))
+    shaded = _read_png(plots.training_curve(history, str(tmp_path / "shaded.png"),
+                                            average={"epochs": [3, 4, 5], "chosen": True}))
+    assert plain.shape == shaded.shape and not np.array_equal(plain, shaded)
+
+
 def test_a_long_attention_title_wraps_within_the_figure(tmp_path):
     source = "These changes will be reverted. Only commit if you are sure you are okay losing these changes."
     title = f"layer 2 of 2, mean of 4 heads\n{source!r} -> {source!r}"
