@@ -189,9 +189,9 @@ def add_arguments(parser):
     )
     parser.add_argument(
         "--average-last", metavar="N", type=int_in_range(1), default=5,  # AVERAGE_LAST
-        help="with --valid, from scratch: at the end, the mean of the last N epochs' weights becomes the "
-        "model when its validation BLEU is at least the best epoch's; 1: no averaging; "
-        "default: 5",
+        help="with --valid, from scratch: at the end, the mean of the last N epochs' weights "
+        "becomes the model when its validation BLEU is at least the best epoch's; 1: no "
+        "averaging; default: 5",
     )
     parser.add_argument(
         "--skip-bad-lines", action="store_true",

@@ -123,32 +123,37 @@ class ValidationBleu(keras.callbacks.Callback):
         self.hypotheses = None
         self._translator = None
 
-    def translator(self):
-        """The `Seq2SeqTranslator` that decodes: the model, or the model with `tokenizers`."""
-        if isinstance(self.model, Seq2SeqTranslator):
-            return self.model
-        if self._translator is None or self._translator.backbone is not self.model:
+    def translator(self, model=None):
+        """The `Seq2SeqTranslator` of `model` (default: the callback's) and `tokenizers`."""
+        model = self.model if model is None else model
+        if isinstance(model, Seq2SeqTranslator):
+            return model
+        if self._translator is None or self._translator.backbone is not model:
             if self.tokenizers is None:
                 raise TypeError(
                     "ValidationBleu decodes with a Seq2SeqTranslator's preprocessor; this "
-                    f"model is a {type(self.model).__name__}: pass its tokenizers"
+                    f"model is a {type(model).__name__}: pass its tokenizers"
                 )
             # TensorFlow: the tokenizers exist, so it is imported already.
             from keras_tf.text.preprocessor import Seq2SeqPreprocessor
 
-            config = self.model.config
+            config = model.config
             preprocessor = Seq2SeqPreprocessor(
                 self.tokenizers, config.max_source_length, config.max_target_length
             )
-            self._translator = Seq2SeqTranslator(self.model, preprocessor)
+            self._translator = Seq2SeqTranslator(model, preprocessor)
         return self._translator
 
-    def on_epoch_end(self, epoch, logs=None):
+    def score(self, model=None):
+        """`(bleu, chrf)` of `model` (default: the callback's): greedy, as after each epoch."""
         decoding = DecodingConfig(method="greedy", max_length=self.max_length)
         self.hypotheses = translate_in_batches(
-            self.translator(), self.sources, self.batch_size, decoding
+            self.translator(model), self.sources, self.batch_size, decoding
         )
-        bleu, chrf = corpus_scores(self.hypotheses, self.references)
+        return corpus_scores(self.hypotheses, self.references)
+
+    def on_epoch_end(self, epoch, logs=None):
+        bleu, chrf = self.score()
         if logs is not None:
             logs["val_bleu"] = float(bleu.score)
             logs["val_chrf"] = float(chrf.score)

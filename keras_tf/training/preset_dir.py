@@ -255,7 +255,7 @@ def _train_preset_dir(
     model, history = fit(options, start, plan, data, out_dir,
                          strategy=strategy, jit_compile=jit_compile,
                          backup_every=backup_every, verbose=verbose)
-    model = average_if_better(options, text, data, model, out_dir, chief)
+    model = average_if_better(options, data, model, out_dir, chief)
     model = choose_or_merge(options, start, text, general_pairs, model, out_dir, chief)
     preprocessor = Seq2SeqPreprocessor(
         text.tokenizers, plan.config.max_source_length, plan.config.max_target_length
@@ -664,12 +664,12 @@ def kept_checkpoints(options, data):
     return options.keep_checkpoints
 
 
-def average_if_better(options, text, data, model, out_dir, chief):
+def average_if_better(options, data, model, out_dir, chief):
     """The mean of the last `average_last` epochs if it validates as well as the kept model.
 
     As the paper averaged its last checkpoints (section 6.1), and OpenNMT-tf's
     `--auto_config` its last 8; kept only when the validation says so: the
-    greedy BLEU that picked the kept model, on the same pairs, scores both.
+    greedy BLEU that picked the kept model (`ValidationBleu.score`) scores both.
     Needs two epoch checkpoints at least (`DIR/backup/`, `kept_checkpoints`).
     The choice and both scores go to `options.json` (`"average"`) and one line
     to stderr. The chief alone averages (the files are its). Returns the run's
@@ -682,21 +682,11 @@ def average_if_better(options, text, data, model, out_dir, chief):
     if len(checkpoints) < 2:
         return model
     validation = data.validation_bleu
-    averaged = presets.load_backbone(out_dir)
-    preprocessor = Seq2SeqPreprocessor(
-        text.tokenizers, averaged.config.max_source_length, averaged.config.max_target_length
-    )
-    greedy = DecodingConfig(method="greedy", max_length=validation.max_length)
-
-    def bleu(backbone):
-        translator = Seq2SeqTranslator(backbone, preprocessor, greedy)
-        hypotheses = translate_in_batches(translator, validation.sources,
-                                          validation.batch_size, greedy)
-        return float(corpus_scores(hypotheses, validation.references)[0].score)
-
-    average_checkpoints(averaged, [path for _, path in checkpoints])
+    candidate = presets.load_backbone(out_dir)  # the kept model, then the mean
+    kept_bleu = float(validation.score(candidate)[0].score)
+    average_checkpoints(candidate, [path for _, path in checkpoints])
+    averaged_bleu = float(validation.score(candidate)[0].score)
     epochs = [epoch for epoch, _ in checkpoints]
-    kept_bleu, averaged_bleu = bleu(presets.load_backbone(out_dir)), bleu(averaged)
     chosen = averaged_bleu >= kept_bleu
     record = {"epochs": epochs, "bleu": averaged_bleu, "kept_bleu": kept_bleu, "chosen": chosen}
     print(f"Averaged epochs {epochs[0]}-{epochs[-1]}: validation BLEU {averaged_bleu:.2f} "
@@ -704,10 +694,10 @@ def average_if_better(options, text, data, model, out_dir, chief):
           f"{'the average is the model' if chosen else 'the kept epoch stays the model'} "
           "(--average-last)", file=sys.stderr)
     if chosen:
-        presets.write_backbone(out_dir, averaged)
+        presets.write_backbone(out_dir, candidate)
     values = presets.read_run_facts(out_dir)
     presets.write_options(out_dir, options, **{**values, "average": record})
-    return averaged if chosen else model
+    return candidate if chosen else model
 
 
 def read_general_valid(options):
