@@ -189,6 +189,7 @@ def add_arguments(parser):
     )
     parser.add_argument(
         "--average-last", metavar="N", type=int_in_range(1), default=5,  # AVERAGE_LAST
+        action=StoreGiven,
         help="with --valid, from scratch: at the end, the mean of the last N epochs' weights "
         "becomes the model when its validation BLEU is at least the best epoch's; 1: no "
         "averaging; default: 5",
@@ -250,6 +251,10 @@ def _run(args, check_out):
     # The checks that need no data first, so a mistake costs no waiting.
     if given(args, "keep") and args.general_valid is None:
         raise UserError("--keep applies to --general-valid only; give both, or neither")
+    if given(args, "average_last") and args.average_last > 1 and (
+            args.valid is None or args.init_from is not None):
+        raise UserError("--average-last applies to a run from scratch with --valid (it picks by "
+                        "validation BLEU); give --valid, and leave out --init-from")
     if args.replay_ratio is not None and not (args.replay_corpus or args.replay_source):
         raise UserError(
             "--replay-ratio applies to --replay-corpus or --replay-source only; give one of them"

@@ -78,3 +78,18 @@ def test_average_last_zero_is_one_line(corpus, tmp_path, capsys):
     assert line == ("keras-tf train: error: argument --average-last: expected an integer >= 1; "
                     "received 0")
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("without_valid", [True, False])
+def test_average_last_without_its_companion_is_one_line(corpus, tmp_path, capsys, trained_run,
+                                                        without_valid):
+    extra = [] if without_valid else ["--valid", corpus["valid"], "--init-from",
+                                      str(trained_run[0])]
+    argv = ["train", "--train", corpus["train"], "--out", str(tmp_path / "run"),
+            "--average-last", "3", *extra, *TRAIN_OPTIONS]
+    assert main(argv) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line == ("keras-tf train: error: --average-last applies to a run from scratch with "
+                    "--valid (it picks by validation BLEU); give --valid, and leave out "
+                    "--init-from")
+    assert not (tmp_path / "run").exists()
