@@ -19,6 +19,8 @@ METHODS = ("greedy", "beam", "top_k", "top_p")
 MAX_LENGTH_PENALTY = 10
 # top_k when none is given, at most the target vocabulary size.
 DEFAULT_TOP_K = 50
+# Beam search's penalty form unless told; what a search without beams records.
+DEFAULT_LENGTH_PENALTY_STYLE = "power"
 # The hottest sampling: at temperature 100 the logits of a trained model are flat already.
 MAX_TEMPERATURE = 100
 
@@ -66,7 +68,7 @@ class DecodingConfig(ConfigMethods):
     method: str = "greedy"
     beam_size: int = 4
     length_penalty: float = 1.0
-    length_penalty_style: str = "power"
+    length_penalty_style: str = DEFAULT_LENGTH_PENALTY_STYLE
     max_length: int = None
     max_source_length: int = None
     top_k: int = None
@@ -161,7 +163,8 @@ class DecodingConfig(ConfigMethods):
             method=self.method,
             beam_size=self.beam_size if self.method == "beam" else 1,
             length_penalty=float(self.length_penalty) if self.method == "beam" else 0.0,
-            length_penalty_style=self.length_penalty_style if self.method == "beam" else "gnmt",
+            length_penalty_style=(self.length_penalty_style if self.method == "beam"
+                                  else DEFAULT_LENGTH_PENALTY_STYLE),
             max_length=max_length,
             max_source_length=max_source_length,
             top_k=top_k if self.method == "top_k" else 1,

@@ -27,6 +27,15 @@ def test_sampling_with_the_default_top_k_on_a_small_vocabulary():
     assert out.tokens.shape == (1, 4) and np.isfinite(out.scores).all()
 
 
+@pytest.mark.parametrize("method", ["greedy", "top_k", "top_p"])
+def test_a_search_without_beams_resolves_the_unused_penalty_to_the_default_style(method):
+    # What an export's metadata and decoding.json record: the default form, not another one.
+    resolved = DecodingConfig(method=method, length_penalty=0.6,
+                              length_penalty_style="gnmt").resolve(get_preset("transformer_tiny"))
+    assert resolved.length_penalty == 0.0
+    assert resolved.length_penalty_style == DecodingConfig().length_penalty_style == "power"
+
+
 @pytest.mark.parametrize("field", ["length_penalty", "top_p", "temperature"])
 @pytest.mark.parametrize("value", [float("nan"), float("inf"), -float("inf"), 1e20])
 def test_a_float_that_is_not_finite_and_in_range_is_refused(field, value):
