@@ -66,7 +66,7 @@ def add_arguments(parser):
     parser.add_argument(
         "--batch-tokens", metavar="N", type=int_in_range(2),
         help="batches of at most N token positions (pairs times the padded length), "
-        "as fairseq and OpenNMT batch; default: 512, or less on a small corpus, for "
+        "as fairseq and OpenNMT batch; default: 2048, or less on a small corpus, for "
         "at least 200 batches an epoch (the budget is printed)",
     )
     parser.add_argument(
@@ -128,7 +128,8 @@ def add_arguments(parser):
     parser.add_argument(
         "--learning-rate", metavar="LR", type=float,
         help="the peak of the warm-up schedule; default: the paper's peak for the model's "
-        "d_model (with --init-from: twice it with replay, three times it with --lora-rank)",
+        "d_model, from scratch times sqrt(tokens an update / 512) between 1 and 2 (with "
+        "--init-from: twice the paper's peak with replay, three times it with --lora-rank)",
     )
     parser.add_argument(
         "--replay-corpus", metavar="FILE",

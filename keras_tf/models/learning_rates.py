@@ -32,6 +32,32 @@ def paper_peak_learning_rate(d_model, warmup_steps=MAX_WARMUP_STEPS):
     return d_model**-0.5 * warmup_steps**-0.5
 
 
+# keras-tf train's from-scratch peak follows its batch: the paper's peak up to
+# 512 tokens an update (where it was measured best at equal epochs), then
+# the square root of the budget over 512 (Adam's square-root scaling rule),
+# at most twice the paper's peak: measured at 2,048 tokens on the Bible,
+# where twice the peak scored 29.72 test BLEU after 16 epochs (40 minutes)
+# against 512 tokens at the paper's peak's 28.49 after 45 minutes
+# (docs/benchmarks.md). Twice the paper's formula is also what OpenNMT-tf
+# and tensor2tensor run (their Noam scale of 2).
+PEAK_REFERENCE_TOKENS = 512
+MAX_BATCH_PEAK_SCALE = 2.0
+
+
+def batch_peak_learning_rate(d_model, update_tokens):
+    """The from-scratch peak for updates of `update_tokens` token positions.
+
+    `paper_peak_learning_rate(d_model)` times
+    sqrt(update_tokens / 512), kept between 1 and `MAX_BATCH_PEAK_SCALE`.
+
+    Example:
+        >>> [round(batch_peak_learning_rate(128, t), 5) for t in (255, 512, 2048, 8192)]
+        [0.0014, 0.0014, 0.0028, 0.0028]
+    """
+    scale = min(MAX_BATCH_PEAK_SCALE, max(1.0, (update_tokens / PEAK_REFERENCE_TOKENS) ** 0.5))
+    return scale * paper_peak_learning_rate(d_model)
+
+
 def fine_tuning_peak_learning_rate(d_model, replay=False):
     """The default peak learning rate of fine-tuning: the from-scratch peak.
 

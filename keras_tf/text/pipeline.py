@@ -39,11 +39,13 @@ logger = logging.getLogger("keras_tf.text")
 OVERLONG_CHOICES = ("truncate", "filter")
 
 # The token budget of a batch when neither a budget nor a batch size is given
-# (keras-tf train): at most 8 pairs padded to 64 tokens, 32 pairs of 16, and
+# (keras-tf train): at most 32 pairs padded to 64 tokens, 128 pairs of 16, and
 # less on a small corpus, so that an epoch has at least
-# MIN_BATCHES_PER_EPOCH batches (`fitted_batch_tokens`). Chosen by
-# measurement: docs/benchmarks.md, "How the default batch budget was chosen".
-DEFAULT_BATCH_TOKENS = 512
+# MIN_BATCHES_PER_EPOCH batches (`fitted_batch_tokens`). OpenNMT-tf's CPU
+# batch; with the peak scaled to it (`keras_tf.models.learning_rates.
+# batch_peak_learning_rate`) it learns more in the same CPU time than 512
+# tokens at the paper's peak: docs/benchmarks.md, "Why these defaults?".
+DEFAULT_BATCH_TOKENS = 2048
 MIN_BATCHES_PER_EPOCH = 200
 
 # Sentences are tokenized this many at a time before the per-pair stages.
@@ -257,7 +259,7 @@ def fitted_batch_tokens(
     about `batches` updates an epoch, capped at `most` and never below
     `max_length` (a batch holds at least one pair of the longest length).
     On 30,000 Bible verses this is `most`; on the 2,442 pairs of the demo
-    corpus, about half of it.
+    corpus, 255 tokens.
 
     Example:
         >>> from keras_tf.text import ParallelCorpus, Seq2SeqTokenizers

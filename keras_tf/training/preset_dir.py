@@ -43,7 +43,7 @@ from keras_tf.training.averaging import average_checkpoints, epoch_checkpoints
 from keras_tf.training.bleu import ValidationBleu, corpus_scores
 from keras_tf.translation.batches import own_translations, translate_in_batches
 from keras_tf.training.distribute import is_chief, make_strategy
-from keras_tf.models.learning_rates import lora_peak_learning_rate
+from keras_tf.models.learning_rates import batch_peak_learning_rate, lora_peak_learning_rate
 from keras_tf.models.schedules import (
     fine_tuning_peak_learning_rate,
     paper_peak_learning_rate,
@@ -205,8 +205,10 @@ def _train_preset_dir(
             `options.json`; a resumed run's must agree in its
             `FIXED_OPTIONS`. Defaults to None: built from `option_values`.
             With `batch_size` and `batch_tokens` both None,
-            `keras_tf.text.fitted_batch_tokens`: 512 tokens, or less on a
-            small corpus, for at least 200 batches an epoch. With
+            `keras_tf.text.fitted_batch_tokens`: 2,048 tokens, or less on a
+            small corpus, for at least 200 batches an epoch. From scratch,
+            the default peak follows the tokens of an update
+            (`keras_tf.models.learning_rates.batch_peak_learning_rate`). With
             `init_from`, the fine-tuning schedule
             (`planned_fine_tuning_schedule`): a short warm-up to the
             from-scratch peak.
@@ -511,7 +513,14 @@ def plan_schedule(options, start, text, corpus, strategy):
               f"into the {len(corpus.new_pairs)} training pairs", file=sys.stderr)
     fine_tuning = start.translator is not None
     learning_rate = options.learning_rate
-    peak = learning_rate or planned_peak(options, config.d_model, fine_tuning, replay)
+    # From scratch, the default peak follows the tokens of an update; a given
+    # warm-up alone keeps the paper's schedule (--warmup-steps).
+    update_tokens = (batch_tokens * max(1, accumulation or 1)
+                     if batch_tokens and options.warmup_steps is None else None)
+    peak = learning_rate or planned_peak(options, config.d_model, fine_tuning, replay,
+                                         update_tokens)
+    scaled = not fine_tuning and learning_rate is None and peak != paper_peak_learning_rate(
+        config.d_model)
     lora_rate = fine_tuning and learning_rate is None and options.lora_rank
     print(
         f"Learning rate: a warm-up to a peak of {peak:.2g} "
@@ -521,18 +530,24 @@ def plan_schedule(options, start, text, corpus, strategy):
            f"peak{' with replay' if replay else ''}; --learning-rate sets it)"
            if fine_tuning and learning_rate is None else
            "(--learning-rate)" if learning_rate is not None else
+           f"({peak / paper_peak_learning_rate(config.d_model):.2g} times the paper's peak "
+           f"for this d_model, at {update_tokens} tokens an update; --learning-rate sets it)"
+           if scaled else
            "(the paper's peak for this d_model; --learning-rate sets it)")
         + (f"; LoRA of rank {options.lora_rank} on {', '.join(options.lora_targets)}"
            if options.lora_rank else ""),
         file=sys.stderr,
     )
-    return Plan(config, data_options, peak if fine_tuning else learning_rate)
+    return Plan(config, data_options, peak if fine_tuning or scaled else learning_rate)
 
 
-def planned_peak(options, d_model, fine_tuning, replay):
-    """The default peak learning rate: from scratch, full fine-tuning (with replay) or LoRA's."""
+def planned_peak(options, d_model, fine_tuning, replay, update_tokens=None):
+    """The default peak learning rate: from scratch (for its batch), full fine-tuning
+    (with replay) or LoRA's."""
     if not fine_tuning:
-        return paper_peak_learning_rate(d_model)
+        if update_tokens is None:
+            return paper_peak_learning_rate(d_model)
+        return batch_peak_learning_rate(d_model, update_tokens)
     if options.lora_rank:
         return lora_peak_learning_rate(d_model)
     return fine_tuning_peak_learning_rate(d_model, replay)

@@ -21,6 +21,7 @@ from keras_tf.text import (
     overlong_stats,
     padding_fraction,
 )
+from keras_tf.text.pipeline import DEFAULT_BATCH_TOKENS
 from keras_tf.text.ragged import concat_rows
 
 MAX_SOURCE, MAX_TARGET = 24, 20
@@ -388,9 +389,9 @@ def test_fitted_budget_is_the_epochs_padded_tokens_over_the_batches_asked_for(co
     batches = as_numpy(dataset)
     # The padded tokens of the corpus's pairs (fill rows are not pairs).
     padded = sum(encoder.any(1).sum() * encoder.shape[1] for encoder, _, _ in batches)
-    assert budget == padded // 20 and MAX_SOURCE < budget < 512
+    assert budget == padded // 20 and MAX_SOURCE < budget < DEFAULT_BATCH_TOKENS
     assert len(batches) >= 20  # each bucket's batches round up
-    assert fitted(1) == 512  # a large corpus for its batches: the cap
+    assert fitted(1) == DEFAULT_BATCH_TOKENS == 2048  # a large corpus for its batches: the cap
     assert fitted(10**6) == MAX_SOURCE  # never below one pair of the longest length
 
 
