@@ -37,8 +37,8 @@ checkpoints, beam search (its default) and greedy on the test split. With
 `keras-tf train --max-minutes M`, each OpenNMT-tf setting for M minutes
 (benchmarks/opennmt_budget.py), one after the other. The settings: its
 untouched recipe (`recipe`: 3,072-token batches accumulated to 25,000,
-8,000 warm-up updates), `cpu` (2,048-token batches, no accumulation, our
-run's warm-up updates) and each `--onmt "KEY=VALUE ..."` (keys in
+8,000 warm-up updates), `cpu` (2,048-token batches, no accumulation, a
+4,000-update warm-up) and each `--onmt "KEY=VALUE ..."` (keys in
 `opennmt_peer.KEYS`). The script prints the validation BLEU of each side
 at a quarter, half, three quarters and all of the budget (ours greedy after
 each epoch, OpenNMT-tf's own evaluation), then the test scores with each
@@ -46,7 +46,8 @@ side's default decoding and with greedy.
 
 It also draws OUT/learning.png: the validation BLEU and chrF of our runs
 by epoch, their test scores and the peer's (its validation curve dashed,
-when measured).
+when measured); with --minutes, each side's validation BLEU by minutes of
+training and its test BLEU at the end.
 
 Usage: python benchmarks/learning.py [--corpus bible|demo|reverse] [--epochs 3] [--max-pairs N]
            [--peer keras-hub|opennmt-tf] [--minutes M] [--onmt "KEY=VALUE ..."]
@@ -330,15 +331,25 @@ def run_peer(train, test, epochs, valid=None, seed=0, checkpoint=None):
 
 
 def ours_schedule(out, name, epochs):
-    """(warm-up updates, peak learning rate) of our run OUT/<name>, from its backup and config."""
-    from keras_tf.models.schedules import paper_peak_learning_rate, planned_warmup_steps
+    """(warm-up updates, peak learning rate) of our run OUT/<name>, from its backup.
+
+    The peak is read back from the rate its history logged at the end of
+    the first epoch past the warm-up (`peak * sqrt(warmup / update)`): the
+    default peak follows the run's token budget, which the backup does not
+    keep.
+    """
+    from keras_tf.models.schedules import planned_warmup_steps
 
     with open(os.path.join(out, name, "backup", "state.json")) as file:
         state = json.load(file)
-    with open(os.path.join(out, name, "config.json")) as file:
-        d_model = json.load(file)["d_model"]
-    updates = epochs * state["steps_per_epoch"] // state.get("batches_per_update", 1)
-    return planned_warmup_steps(updates), paper_peak_learning_rate(d_model)
+    per_epoch = state["steps_per_epoch"] // state.get("batches_per_update", 1)
+    warmup = planned_warmup_steps(epochs * per_epoch)
+    for epoch, row in enumerate(state["history"], 1):
+        step = epoch * per_epoch + 1  # the schedule counts steps from 1
+        if step >= warmup:
+            return warmup, row["learning_rate"] * (step / warmup) ** 0.5
+    raise SystemExit(f"{out}/{name}: no epoch past the warm-up of {warmup} updates; "
+                     "its peak is not in its history")
 
 
 def ours_curve(out, name):
@@ -376,7 +387,7 @@ def run_opennmt(args, splits, out, ours_name):
     vocabulary = vocabulary or 8000
     variants = [(label, settings) for label, settings in (
         ("recipe", {}),
-        ("cpu", {"batch_size": 2048, "effective_batch_size": None, "warmup_steps": "ours"}))
+        ("cpu", {"batch_size": 2048, "effective_batch_size": None, "warmup_steps": 4000}))
         if label not in args.onmt_skip]
     variants += [(f"onmt-{i + 1}", opennmt_peer.parse_variant(text))
                  for i, text in enumerate(args.onmt)]
@@ -563,6 +574,53 @@ def plot(out, path):
     return path
 
 
+def plot_minutes(out, path):
+    """Validation BLEU by minutes of training of an equal-time run, each side's test BLEU.
+
+    Reads OUT/results.json (`--minutes`): each run's `valid_curve`
+    (`[[seconds, BLEU, chrF], ...]`; ours' from OUT/<folder>/backup/state.json
+    when the results lack it) and its test BLEU with its default decoding,
+    a star at the budget's end; writes the PNG `path`.
+    """
+    from matplotlib.figure import Figure
+
+    with open(os.path.join(out, "results.json")) as file:
+        results = json.load(file)
+    minutes = results["minutes"]
+    figure = Figure(figsize=(12, 4.5), dpi=100, layout="constrained")
+    axes = figure.subplots()
+    for run, row in results["results"].items():
+        curve = row.get("valid_curve")
+        state = os.path.join(out, row.get("folder") or "-", "backup", "state.json")
+        if curve is None and os.path.exists(state):
+            curve = ours_curve(out, row["folder"])
+        if not curve:
+            continue
+        ours = not run.startswith("OpenNMT-tf")
+        side = (run if run.startswith("ours") else f"ours ({run})") if ours else (
+            run.removesuffix(", averaged, beam 4"))
+        points = [(at / 60, bleu) for at, bleu, _ in curve if bleu is not None]
+        (line,) = axes.plot(*zip(*points), marker="o", markersize=3,
+                            linestyle="-" if ours else "--",
+                            label=f"{side}: validation ({'greedy' if ours else 'its eval, beam 4'})")
+        test = next((other for name, other in results["results"].items()
+                     if name.startswith(run) and ("beam 4" in name)), None)
+        if test:  # where its training stopped: ours may finish its epochs inside the budget
+            axes.plot([min(minutes, test["train_seconds"] / 60)], [test["bleu"]], marker="*",
+                      markersize=13, linestyle="none", color=line.get_color(),
+                      label=f"{side}: test {test['bleu']:.2f} (its default decoding, beam 4)")
+    axes.set_xlabel("minutes of training (2 CPU cores)")
+    axes.set_ylabel("BLEU (sacreBLEU)")
+    axes.set_xlim(0, minutes * 1.04)
+    axes.grid(alpha=0.3)
+    axes.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))
+    title = CORPORA[results.get("corpus", "bible")][0]
+    figure.suptitle(f"{title}: {results['pairs']:,} training pairs, {minutes:g} minutes each, "
+                    f"{results['valid']} validation and {results['test']} test pairs")
+    figure.savefig(path)
+    return path
+
+
 def first_reaching(values, level):
     """The 1-based epoch at which `values` first reach `level`, or None."""
     return next((epoch for epoch, value in enumerate(values, 1) if value >= level), None)
@@ -627,8 +685,8 @@ def main():
                         "warmup_steps=ours peak=ours\" (keys: opennmt_peer.KEYS)")
     parser.add_argument("--onmt-skip", action="append", default=[], choices=("recipe", "cpu"),
                         help="leave out one of OpenNMT-tf's two standing settings: its untouched "
-                        "recipe, or its CPU-sized one (2,048-token batches, no accumulation, our "
-                        "warm-up)")
+                        "recipe, or its CPU-sized one (2,048-token batches, no accumulation, a "
+                        "4,000-update warm-up)")
     parser.add_argument("--onmt-eval-steps", type=int, default=500, metavar="N",
                         help="OpenNMT-tf evaluates and saves a checkpoint every N steps "
                         "(default: 500)")
@@ -647,7 +705,9 @@ def main():
     if args.peer == "opennmt-tf" and args.minutes is None:
         parser.error("--peer opennmt-tf: give --minutes, the budget of each run")
     if args.replot:
-        print(plot(args.out, os.path.join(args.out, "learning.png")))
+        with open(os.path.join(args.out, "results.json")) as file:
+            draw = plot_minutes if json.load(file).get("minutes") else plot
+        print(draw(args.out, os.path.join(args.out, "learning.png")))
         return 0
 
     title, load = CORPORA[args.corpus]
@@ -741,6 +801,10 @@ def main():
                 settings=row["settings"], steps=row["steps"], epochs=row["epochs"],
                 valid_curve=row["curve"],
                 equal_epochs={k: v for k, v in row.get("equal_epochs", {}).items() if k != "test"})
+    if args.minutes and not args.skip_ours:  # the figure redraws from results.json alone
+        for name, row in summary.items():
+            if row.get("folder") == "defaults":
+                row["valid_curve"] = [list(point) for point in curves["ours (greedy)"]]
     if "keras-hub peer" in summary:
         peer = summary["keras-hub peer"]["bleu"]
         for name, row in summary.items():
@@ -759,8 +823,7 @@ def main():
         json.dump({"corpus": args.corpus, "pairs": len(train), "epochs": args.epochs,
                    "minutes": args.minutes, "peer": args.peer,
                    "valid": len(valid), "test": len(test), "seed": args.seed, "results": summary}, file, indent=2)
-    if not args.minutes:  # the figure's axis is epochs; an equal-time run's is minutes
-        print(plot(args.out, os.path.join(args.out, "learning.png")))
+    print((plot_minutes if args.minutes else plot)(args.out, os.path.join(args.out, "learning.png")))
     return 0
 
 
