@@ -338,16 +338,16 @@ def ours_schedule(out, name, epochs):
     default peak follows the run's token budget, which the backup does not
     keep.
     """
-    from keras_tf.models.schedules import planned_warmup_steps
+    from keras_tf.models.schedules import WarmupInverseSqrtSchedule, planned_warmup_steps
 
     with open(os.path.join(out, name, "backup", "state.json")) as file:
         state = json.load(file)
     per_epoch = state["steps_per_epoch"] // state.get("batches_per_update", 1)
     warmup = planned_warmup_steps(epochs * per_epoch)
+    unit = WarmupInverseSqrtSchedule(1.0, warmup)  # the schedule's shape at a peak of 1
     for epoch, row in enumerate(state["history"], 1):
-        step = epoch * per_epoch + 1  # the schedule counts steps from 1
-        if step >= warmup:
-            return warmup, row["learning_rate"] * (step / warmup) ** 0.5
+        if epoch * per_epoch + 1 >= warmup:  # the first epoch's end past the warm-up
+            return warmup, row["learning_rate"] / float(unit(epoch * per_epoch))
     raise SystemExit(f"{out}/{name}: no epoch past the warm-up of {warmup} updates; "
                      "its peak is not in its history")
 

@@ -43,7 +43,11 @@ from keras_tf.training.averaging import average_checkpoints, epoch_checkpoints
 from keras_tf.training.bleu import ValidationBleu, corpus_scores
 from keras_tf.translation.batches import own_translations, translate_in_batches
 from keras_tf.training.distribute import is_chief, make_strategy
-from keras_tf.models.learning_rates import batch_peak_learning_rate, lora_peak_learning_rate
+from keras_tf.models.learning_rates import (
+    PEAK_REFERENCE_TOKENS,
+    batch_peak_learning_rate,
+    lora_peak_learning_rate,
+)
 from keras_tf.models.schedules import (
     fine_tuning_peak_learning_rate,
     paper_peak_learning_rate,
@@ -544,10 +548,8 @@ def plan_schedule(options, start, text, corpus, strategy):
 def planned_peak(options, d_model, fine_tuning, replay, update_tokens=None):
     """The default peak learning rate: from scratch (for its batch), full fine-tuning
     (with replay) or LoRA's."""
-    if not fine_tuning:
-        if update_tokens is None:
-            return paper_peak_learning_rate(d_model)
-        return batch_peak_learning_rate(d_model, update_tokens)
+    if not fine_tuning:  # no token budget: the paper's peak
+        return batch_peak_learning_rate(d_model, update_tokens or PEAK_REFERENCE_TOKENS)
     if options.lora_rank:
         return lora_peak_learning_rate(d_model)
     return fine_tuning_peak_learning_rate(d_model, replay)
