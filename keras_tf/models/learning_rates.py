@@ -7,7 +7,7 @@ pretrained translator at the fine-tuning peak.
 
 # The paper's warm-up (section 5.3), at whose end its schedule peaks.
 MAX_WARMUP_STEPS = 4000
-# Fine-tuning trained weights with nothing of the old domain: the from-scratch
+# Fine-tuning trained weights with nothing of the old domain: the paper's
 # peak (7e-4 at d_model 512, 1.4e-3 at 128). Measured on two pairs of domains
 # over three seeds (benchmarks/finetune.py, docs/pretrained.md): without
 # old-domain data no peak kept 90 % of what the model knew, and a tenth of
@@ -18,7 +18,7 @@ FINE_TUNING_PEAK_SCALE = 1.0
 # Fine-tuning with replay (pairs of the model's original domain mixed into the
 # new ones, `keras_tf.text.with_replay`): the rehearsed domain holds what the
 # model knew, so the peak can be high enough to learn the new one: twice the
-# from-scratch peak (benchmarks/finetune.py).
+# paper's peak (benchmarks/finetune.py).
 REPLAY_PEAK_SCALE = 2.0
 
 
@@ -59,10 +59,10 @@ def batch_peak_learning_rate(d_model, update_tokens):
 
 
 def fine_tuning_peak_learning_rate(d_model, replay=False):
-    """The default peak learning rate of fine-tuning: the from-scratch peak.
+    """The default peak learning rate of fine-tuning: the paper's peak.
 
     With `replay` (the original domain's pairs mixed into the new ones), twice
-    the from-scratch peak.
+    the paper's peak.
 
     Example:
         >>> round(fine_tuning_peak_learning_rate(512), 6)
@@ -74,16 +74,16 @@ def fine_tuning_peak_learning_rate(d_model, replay=False):
     return scale * paper_peak_learning_rate(d_model)
 
 
-# LoRA's factors: three times the from-scratch peak. LoRA's best rate sits
+# LoRA's factors: three times the paper's peak. LoRA's best rate sits
 # well above full fine-tuning's ("LoRA Without Regret", Schulman et al.,
 # 2025: about 10x; PEFT trains LoRA at 1e-3); measured on two pairs of
-# domains (benchmarks/finetune.py), 3x the from-scratch peak learned more
+# domains (benchmarks/finetune.py), 3x the paper's peak learned more
 # than 1x at the same keep, and 0.1x learned nothing.
 LORA_PEAK_SCALE = 3.0
 
 
 def lora_peak_learning_rate(d_model):
-    """The default peak learning rate of LoRA fine-tuning: three times the from-scratch peak.
+    """The default peak learning rate of LoRA fine-tuning: three times the paper's peak.
 
     With or without replay: the factors start at zero, and a multiple of the
     replay peak would diverge.
@@ -96,7 +96,7 @@ def lora_peak_learning_rate(d_model):
 
 
 # `Seq2SeqTranslator.compile()`'s constant rate for trained weights: no
-# warm-up, so a tenth of the from-scratch peak (7e-5 at d_model 512); Adam's
+# warm-up, so a tenth of the paper's peak (7e-5 at d_model 512); Adam's
 # first updates at the peak itself, unwarmed, can undo what the weights know.
 # The planned schedules (`keras-tf train --init-from`, `fit(options=...)`)
 # warm up to `fine_tuning_peak_learning_rate` instead.

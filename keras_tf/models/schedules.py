@@ -259,7 +259,7 @@ def planned_fine_tuning_schedule(d_model, total_steps, peak_learning_rate=None,
 
     The from-scratch schedule's shape (linear warm-up, inverse square root
     decay), with a short warm-up (a fiftieth of the run: the weights are
-    trained already) to `fine_tuning_peak_learning_rate`, the from-scratch
+    trained already) to `fine_tuning_peak_learning_rate`, the paper's
     peak.
 
     Example:

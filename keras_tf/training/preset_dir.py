@@ -28,6 +28,7 @@ import sys
 from keras_tf.buckets import source_buckets
 from keras_tf.decoding.config import DecodingConfig
 from keras_tf.models import get_preset
+from keras_tf.models.config import LONG_RUN_PAIRS, planned_dropout
 from keras_tf.option_error import OptionError
 from keras_tf.special_tokens import UNK_ID
 from keras_tf.text import Seq2SeqTokenizers, make_dataset, make_dataset_by_epoch, with_replay
@@ -215,12 +216,12 @@ def _train_preset_dir(
             (`keras_tf.models.learning_rates.batch_peak_learning_rate`). With
             `init_from`, the fine-tuning schedule
             (`planned_fine_tuning_schedule`): a short warm-up to the
-            from-scratch peak.
+            paper's peak.
         replay_corpus: a `ParallelCorpus` of the domain to keep (the one
             `init_from` was trained on), sampled into the training pairs
             (`keras_tf.text.with_replay`, `options.replay_ratio` pairs per
             training pair, drawn from `options.seed`). With `init_from`, the
-            default peak is then twice the from-scratch one
+            default peak is then twice the paper's
             (`fine_tuning_peak_learning_rate(d_model, replay=True)`).
             Defaults to None.
         strategy: `"default"`, `"mirrored"` or `"multi-worker"`.
@@ -253,11 +254,12 @@ def _train_preset_dir(
     replay_corpus = make_replay_pairs(options, start, replay_corpus, out_dir, chief)
     corpus = mix_replay_pairs(options, train_corpus, replay_corpus)
     text = choose_tokenizers(options, start, corpus, out_dir, chief)
-    plan = plan_schedule(options, start, text, corpus, strategy)
+    plan = plan_schedule(options, start, text, corpus, strategy,
+                         presets.read_run_facts(out_dir).get("planned_dropout"))
     data = read_data(options, plan, text, corpus, valid_corpus)
     print(f"Recipe: {recipe(options, corpus)}", file=sys.stderr)
     if chief:
-        write_run_files(options, corpus, valid_corpus, out_dir)
+        write_run_files(options, corpus, valid_corpus, out_dir, plan.config.dropout)
     model, history = fit(options, start, plan, data, out_dir,
                          strategy=strategy, jit_compile=jit_compile,
                          backup_every=backup_every, verbose=verbose)
@@ -472,8 +474,13 @@ class Plan:
     peak: float = None
 
 
-def plan_schedule(options, start, text, corpus, strategy):
-    """The model's config, the batches (a token budget fitted to the corpus) and the peak rate."""
+def plan_schedule(options, start, text, corpus, strategy, recorded_dropout=None):
+    """The model's config, the batches (a token budget fitted to the corpus) and the peak rate.
+
+    From scratch without `options.dropout`, the dropout follows the run's
+    length (`keras_tf.models.config.planned_dropout` of epochs x training
+    pairs); a resumed run keeps the one it began with, `recorded_dropout`.
+    """
     tokenizers, max_length = text.tokenizers, start.longest
     config = start.config.replace(
         source_vocabulary_size=tokenizers.source_vocabulary_size,
@@ -481,6 +488,16 @@ def plan_schedule(options, start, text, corpus, strategy):
         max_source_length=max_length,
         max_target_length=max_length,
     )
+    if start.translator is None and options.dropout is None:
+        pairs_read = options.epochs * len(corpus.pairs)
+        dropout = planned_dropout(config, pairs_read)
+        if recorded_dropout is not None:  # a resumed run: what it began with
+            dropout = recorded_dropout
+        if dropout != config.dropout:
+            config = config.replace(dropout=dropout)
+            print(f"Dropout {dropout:g} (the preset's {start.config.dropout:g} below "
+                  f"{LONG_RUN_PAIRS:,} pairs read; this run reads {pairs_read:,}; "
+                  "--dropout sets it)", file=sys.stderr)
     bucket_boundaries = source_buckets(max_length)
     batch_size, batch_tokens = options.batch_size, options.batch_tokens
     if batch_size is None and batch_tokens is None:
@@ -528,9 +545,9 @@ def plan_schedule(options, start, text, corpus, strategy):
     lora_rate = fine_tuning and learning_rate is None and options.lora_rank
     print(
         f"Learning rate: a warm-up to a peak of {peak:.2g} "
-        + ("(the LoRA default: three times the from-scratch peak; --learning-rate sets it)"
+        + ("(the LoRA default: three times the paper's peak; --learning-rate sets it)"
            if lora_rate else
-           f"(the fine-tuning default: {'twice ' if replay else ''}the from-scratch "
+           f"(the fine-tuning default: {'twice ' if replay else ''}the paper's "
            f"peak{' with replay' if replay else ''}; --learning-rate sets it)"
            if fine_tuning and learning_rate is None else
            "(--learning-rate)" if learning_rate is not None else
@@ -591,11 +608,12 @@ def read_data(options, plan, text, corpus, valid_corpus):
     return RunData(train_set, valid_set, validation_bleu, keep_best)
 
 
-def write_run_files(options, corpus, valid_corpus, out_dir):
-    """Write `options.json` (the options and the data's sizes) and `metadata.json`."""
+def write_run_files(options, corpus, valid_corpus, out_dir, dropout):
+    """Write `options.json` (the options, the data's sizes, the planned dropout) and `metadata.json`."""
     presets.write_options(
         out_dir, options, train_pairs=len(corpus.new_pairs), replay_pairs=corpus.replayed,
         valid_pairs=len(valid_corpus) if valid_corpus is not None else 0,
+        planned_dropout=dropout,
     )
     lora_rank, lora_targets = options.lora_rank, options.lora_targets
     presets.write_metadata(

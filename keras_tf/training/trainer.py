@@ -150,7 +150,7 @@ def train(
             goes to the logs (`LearningRateMonitor`), and a run that ends
             inside its warm-up logs a warning. With `initial_model`, the
             fine-tuning schedule (`planned_fine_tuning_schedule`): a short
-            warm-up to the from-scratch peak.
+            warm-up to the paper's peak.
         peak_learning_rate: with `learning_rate=None`, the peak of the
             warm-up schedule instead of its default (the paper's peak for
             `d_model`, from scratch and when fine-tuning).

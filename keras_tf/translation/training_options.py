@@ -51,7 +51,7 @@ KEEP = 0.9
 # Fields that the trained model brings when fine-tuning (`init_from`): they read None.
 MODEL_FIELDS = ("preset", "tokenizer", "vocabulary_size", "max_length")
 # What `options.json` records besides the options: facts of the run's data.
-RUN_FACTS = ("train_pairs", "replay_pairs", "valid_pairs", "merge", "average")
+RUN_FACTS = ("train_pairs", "replay_pairs", "valid_pairs", "planned_dropout", "merge", "average")
 # The last epochs averaged at the end of a run with validation BLEU: five, as
 # the paper averaged its last five checkpoints (section 6.1); +2.8 BLEU on the
 # Bible (benchmarks/learning.py, docs/benchmarks.md).
@@ -80,7 +80,9 @@ class TrainingOptions(ConfigMethods):
             `keras_tf.models.PRESETS`. Defaults to `"transformer_small"`.
             None (or ignored) with `init_from`.
         dropout: P_drop instead of the preset's (or the `init_from` model's).
-            Defaults to None: theirs.
+            Defaults to None: theirs; from scratch, a preset without dropout
+            trains with 0.1 in a run that reads 250,000 pairs or more
+            (`keras_tf.models.config.planned_dropout`).
         tokenizer: `"sentencepiece"` (default) or `"wordpiece"`, one
             vocabulary learned for both sides. None with `init_from`.
         vocabulary_size: the shared vocabulary size. Defaults to None:

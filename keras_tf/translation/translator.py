@@ -65,7 +65,7 @@ from keras_tf.translation.inputs import (
 # the paper's peak instead (`constant_fine_tuning_learning_rate`): with no
 # warm-up, Adam's first steps at the peak can undo what it knew. A planned
 # schedule (`fit(options=...)`, `keras-tf train --init-from`) warms up to
-# the from-scratch peak.
+# the paper's peak.
 DEFAULT_LEARNING_RATE = 5e-4
 DEFAULT_BATCH_SIZE = 32
 

@@ -35,7 +35,7 @@ def test_init_from_with_lora_keeps_what_the_model_brings(trained_run, tmp_path, 
     assert f"Fine-tuning {run}/model.keras: kept its sentencepiece tokenizers" in err
     assert "its decoding settings (greedy" in err and "its length limits (16/16)" in err
     assert "Learning rate: a warm-up to a peak of" in err and "LoRA of rank 2" in err
-    # The rate never passes LoRA's peak for the model's d_model: three times the from-scratch one.
+    # The rate never passes LoRA's peak for the model's d_model: three times the paper's.
     d_model = presets.load_backbone(run).config.d_model
     assert 0 < max(learning_rates(tuned)) <= lora_peak_learning_rate(d_model) * (1 + 1e-6)
     # Tokenizers and decoding settings byte for byte; LoRA merged, and said so.
@@ -45,7 +45,7 @@ def test_init_from_with_lora_keeps_what_the_model_brings(trained_run, tmp_path, 
         "rank": 2, "target_layer_names": ["inner_dense", "query", "value"]}
     reloaded = Seq2SeqTranslator.from_preset(tuned)
     assert reloaded.backbone.lora is None and reloaded.pretrained
-    # compile()'s constant rate for trained weights: a tenth of the from-scratch peak.
+    # compile()'s constant rate for trained weights: a tenth of the paper's peak.
     assert reloaded.default_learning_rate == pytest.approx(paper_peak_learning_rate(d_model) / 10)
     # An untrained architecture trains from scratch: fit's constant 5e-4.
     assert Seq2SeqTranslator.from_preset("transformer_tiny").default_learning_rate == 5e-4
@@ -117,7 +117,7 @@ def test_replay_corpus_keeps_the_old_domain_at_the_replay_peak(trained_run, corp
     err = capsys.readouterr().err
     assert "Replay: 96 pairs of the replay corpus mixed into the 96 training pairs" in err
     peak = fine_tuning_peak_learning_rate(d_model, replay=True)
-    assert (f"peak of {peak:.2g} (the fine-tuning default: twice the from-scratch peak "
+    assert (f"peak of {peak:.2g} (the fine-tuning default: twice the paper's peak "
             "with replay") in err
     assert max(learning_rates(replayed)) <= peak * (1 + 1e-6)
     options = json.loads((replayed / "options.json").read_text())

@@ -60,10 +60,10 @@ def _exact_match(model, data):
 
 def test_the_default_fine_tuning_recipe_learns_new_data_and_a_low_peak_keeps_more_old(
         pretrained, tmp_path):
-    """Longer sequences than it was trained on: the default (the from-scratch peak) learns them.
+    """Longer sequences than it was trained on: the default (the paper's peak) learns them.
 
     Measured (the reverse model, 6 epochs of 768 pairs of 11-12 tokens): the
-    from-scratch peak rose from 0.02 to 0.85 exact matches on the new
+    paper's peak rose from 0.02 to 0.85 exact matches on the new
     lengths and kept 0.44 of 0.99 on the old; a tenth of it reached 0.23 and
     kept 0.77. The trade-off is the issue #58 benchmark's: with nothing of
     the old domain, the default learns, and replay keeps.
@@ -78,7 +78,7 @@ def test_the_default_fine_tuning_recipe_learns_new_data_and_a_low_peak_keeps_mor
     d_model = pretrained.config.d_model
     model, history = train(pretrained.config, new_train, out_dir=str(tmp_path / "defaults"),
                            epochs=6, initial_model=pretrained, **FAST)
-    # The planned rate never passes the fine-tuning peak, the from-scratch one.
+    # The planned rate never passes the fine-tuning peak, the paper's.
     assert fine_tuning_peak_learning_rate(d_model) == paper_peak_learning_rate(d_model)
     rates = history.history["learning_rate"]
     assert 0 < max(rates) <= fine_tuning_peak_learning_rate(d_model) * (1 + 1e-6), rates

@@ -71,7 +71,7 @@ def test_a_trained_translator_gets_the_fine_tuning_schedule(tmp_path):
     expected = _planned_by_train(translator.config, options, 3, fine_tuning=True)
     np.testing.assert_allclose(rates.rates, expected, rtol=1e-6)
     from_scratch = _planned_by_train(translator.config, options, 3, fine_tuning=False)
-    # The from-scratch peak after a warm-up of a fiftieth of the run (one update), not a tenth.
+    # The paper's peak after a warm-up of a fiftieth of the run (one update), not a tenth.
     assert max(expected) == pytest.approx(fine_tuning_peak_learning_rate(translator.config.d_model))
     assert expected[0] == max(expected) and max(from_scratch) == pytest.approx(max(expected))
 
