@@ -254,8 +254,7 @@ def _train_preset_dir(
     replay_corpus = make_replay_pairs(options, start, replay_corpus, out_dir, chief)
     corpus = mix_replay_pairs(options, train_corpus, replay_corpus)
     text = choose_tokenizers(options, start, corpus, out_dir, chief)
-    plan = plan_schedule(options, start, text, corpus, strategy,
-                         presets.read_run_facts(out_dir).get("planned_dropout"))
+    plan = plan_schedule(options, start, text, corpus, strategy, began_dropout(out_dir, start))
     data = read_data(options, plan, text, corpus, valid_corpus)
     print(f"Recipe: {recipe(options, corpus)}", file=sys.stderr)
     if chief:
@@ -472,6 +471,17 @@ class Plan:
     config: object
     data_options: dict
     peak: float = None
+
+
+def began_dropout(out_dir, start):
+    """The dropout a run in `out_dir` began with, or None for a new run.
+
+    `options.json`'s `planned_dropout`; a run begun before that fact was
+    recorded trained with its config's (the preset's, or `options.dropout`).
+    """
+    if not os.path.isfile(os.path.join(out_dir, presets.OPTIONS_FILE)):
+        return None
+    return presets.read_run_facts(out_dir).get("planned_dropout", start.config.dropout)
 
 
 def plan_schedule(options, start, text, corpus, strategy, recorded_dropout=None):

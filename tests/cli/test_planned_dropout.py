@@ -60,3 +60,11 @@ def test_a_short_run_and_its_resume_keep_the_presets_dropout(corpus, tmp_path, c
     assert dropout == recorded == 0 and "Dropout" not in err
     with open(out / "history.csv") as file:
         assert len(file.read().splitlines()) == 3  # the header and two epochs
+    # A run begun before options.json recorded its dropout goes on with the preset's.
+    with open(out / "options.json") as file:
+        values = json.load(file)
+    del values["planned_dropout"]
+    with open(out / "options.json", "w") as file:
+        json.dump(values, file)
+    dropout, recorded, err = run(corpus, out, capsys, 3)
+    assert dropout == recorded == 0 and "Dropout" not in err
