@@ -170,8 +170,9 @@ PRESETS = {
 # (29,867 verses, transformer_small) the validation loss with 0.1 falls
 # below that without from the 9th epoch (268,803 pairs), and at 45 minutes
 # (16.6 epochs, the last 5 averaged) 0.1 scored 30.13 test BLEU (beam 4)
-# against 29.72 with 0 (docs/benchmarks.md); below it, 0 won on the demo corpus (10 epochs of 2,442 pairs: 20.59
-# against 15.68) and on the Bible after 3 epochs (14.66 against 13.52).
+# against 29.72 with 0 (docs/benchmarks.md); below it, 0 won on the demo
+# corpus (10 epochs of 2,442 pairs: 20.59 against 15.68) and on the Bible
+# after 3 epochs (14.66 against 13.52).
 LONG_RUN_PAIRS = 250_000
 LONG_RUN_DROPOUT = 0.1
 

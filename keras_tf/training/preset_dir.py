@@ -500,9 +500,8 @@ def plan_schedule(options, start, text, corpus, strategy, recorded_dropout=None)
     )
     if start.translator is None and options.dropout is None:
         pairs_read = options.epochs * len(corpus.pairs)
-        dropout = planned_dropout(config, pairs_read)
-        if recorded_dropout is not None:  # a resumed run: what it began with
-            dropout = recorded_dropout
+        dropout = (planned_dropout(config, pairs_read) if recorded_dropout is None
+                   else recorded_dropout)  # a resumed run: what it began with
         if dropout != config.dropout:
             config = config.replace(dropout=dropout)
             print(f"Dropout {dropout:g} (the preset's {start.config.dropout:g} below "
