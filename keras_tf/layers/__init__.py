@@ -1,5 +1,6 @@
 """The Transformer's building blocks as Keras layers."""
 
+from keras_tf.layers.dropout import Dropout
 from keras_tf.layers.feed_forward import FeedForward
 from keras_tf.layers.masks import compute_attention_mask, compute_causal_mask
 from keras_tf.layers.multi_head_attention import MultiHeadAttention, masked_softmax
@@ -8,6 +9,7 @@ from keras_tf.layers.transformer_decoder_block import TransformerDecoderBlock
 from keras_tf.layers.transformer_encoder_block import TransformerEncoderBlock
 
 __all__ = [
+    "Dropout",
     "FeedForward",
     "MultiHeadAttention",
     "PositionalEmbedding",

@@ -2,6 +2,7 @@
 
 import keras
 
+from keras_tf.layers.dropout import Dropout
 from keras_tf.layers.feed_forward import FeedForward
 from keras_tf.layers.multi_head_attention import MultiHeadAttention
 from keras_tf.layers.validation import clone_initializer
@@ -72,7 +73,7 @@ class TransformerBlockBase(keras.layers.Layer):
 
     def _dropout_and_norm(self, name, inputs_shape):
         """The dropout and LayerNorm around the sub-layer called `name`."""
-        dropout = keras.layers.Dropout(
+        dropout = Dropout(
             self.dropout, dtype=self.dtype_policy, name=f"{name}_dropout"
         )
         norm = keras.layers.LayerNormalization(

@@ -12,6 +12,7 @@ from keras_tf.layers.cache_update import (
     written_keys_values,
 )
 from keras_tf.layers.dense_call import dense_call, float_int8, int8_product
+from keras_tf.layers.dropout import Dropout
 from keras_tf.layers.graph_ops import eigen_matmul, eigen_transpose
 from keras_tf.layers.validation import check_last_dim, clone_initializer
 
@@ -150,7 +151,7 @@ class MultiHeadAttention(keras.layers.Layer):
         self.value_dense.build(value_shape)
         self.output_dense = self._dense("attention_output")
         self.output_dense.build(tuple(query_shape[:-1]) + (self.d_model,))
-        self.dropout_layer = keras.layers.Dropout(
+        self.dropout_layer = Dropout(
             self.dropout, dtype=self.dtype_policy
         )
         self.built = True

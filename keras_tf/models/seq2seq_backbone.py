@@ -8,6 +8,7 @@ import keras
 from keras import ops
 
 from keras_tf.layers import (
+    Dropout,
     PositionalEmbedding,
     TransformerDecoderBlock,
     TransformerEncoderBlock,
@@ -89,7 +90,7 @@ class Seq2SeqBackbone(TokenMeanLossTracking, keras.Model):
             c.source_vocabulary_size, c.d_model, c.max_source_length,
             mask_zero=False, layout=c.positional_layout, dtype=dtype, name="source_embedding",
         )
-        self.source_dropout = keras.layers.Dropout(c.dropout, dtype=dtype, name="source_dropout")
+        self.source_dropout = Dropout(c.dropout, dtype=dtype, name="source_dropout")
         self.encoder_blocks = [
             TransformerEncoderBlock(**block_kwargs, name=f"encoder_block_{i}")
             for i in range(c.num_encoder_layers)
@@ -98,7 +99,7 @@ class Seq2SeqBackbone(TokenMeanLossTracking, keras.Model):
             c.target_vocabulary_size, c.d_model, c.max_target_length,
             mask_zero=False, layout=c.positional_layout, dtype=dtype, name="target_embedding",
         )
-        self.target_dropout = keras.layers.Dropout(c.dropout, dtype=dtype, name="target_dropout")
+        self.target_dropout = Dropout(c.dropout, dtype=dtype, name="target_dropout")
         self.decoder_blocks = [
             TransformerDecoderBlock(**block_kwargs, name=f"decoder_block_{i}")
             for i in range(c.num_decoder_layers)
