@@ -4,8 +4,9 @@ Keras's TensorFlow backend draws a dropout mask with
 `tf.nn.experimental.stateless_dropout` and TensorFlow's default generator,
 Philox. Inside an XLA-compiled training step on CPU, XLA's Philox costs four
 times its ThreeFry: the twelve masks of `transformer_small`'s training step
-at 2,048 tokens take 33 ms against 8 (`benchmarks/dropout_speed.py`), and
-with Philox the whole step costs ~20 % more with dropout 0.1 than without.
+at 2,048 tokens take 33 ms against 8, and the whole step costs 16 % more
+with dropout 0.1 than without against 4.6 % with ThreeFry
+(`benchmarks/dropout_speed.py`, `benchmarks/results/dropout-speed.md`).
 ThreeFry is XLA's own generator (JAX's default); TensorFlow's kernels
 outside XLA lack it. So this layer draws with ThreeFry where TensorFlow is
 tracing for XLA, and is Keras's Dropout everywhere else (other backends,
