@@ -708,6 +708,19 @@ def kept_checkpoints(options, data):
     return options.keep_checkpoints
 
 
+def compiled_like(backbone, model):
+    """`backbone`, compiled as the run's `model` (its loss and metrics), so `model.keras` keeps them.
+
+    A backbone read back from `model.keras` (`presets.load_backbone`) comes
+    uncompiled; written so, `keras.saving.load_model` would hand a user a
+    model without its loss.
+    """
+    config = model.get_compile_config() if model.compiled else None
+    if config is not None:
+        backbone.compile_from_config(config)
+    return backbone
+
+
 def average_if_better(options, data, model, out_dir, chief):
     """The mean of the last `average_last` epochs if it validates as well as the kept model.
 
@@ -738,7 +751,7 @@ def average_if_better(options, data, model, out_dir, chief):
           f"{'the average is the model' if chosen else 'the kept epoch stays the model'} "
           "(--average-last)", file=sys.stderr)
     if chosen:
-        presets.write_backbone(out_dir, candidate)
+        presets.write_backbone(out_dir, compiled_like(candidate, model))
     values = presets.read_run_facts(out_dir)
     presets.write_options(out_dir, options, **{**values, "average": record})
     return candidate if chosen else model
@@ -807,8 +820,8 @@ def choose_or_merge(options, start, text, general_pairs, model, out_dir, chief):
         print(f"Merge: alpha {alpha:g} (--merge-alpha)", file=sys.stderr)
     candidate.set_weights(merging.merged_weights(base.get_weights(), tuned_weights, alpha))
     if chief:
-        presets.write_tuned_backbone(out_dir, tuned)
-        presets.write_backbone(out_dir, candidate)
+        presets.write_tuned_backbone(out_dir, compiled_like(tuned, model))
+        presets.write_backbone(out_dir, compiled_like(candidate, model))
         presets.write_metadata(out_dir, merged={
             **merging.merge_record(options.init_from, os.path.join(
                 out_dir, presets.TUNED_MODEL_FILE), alpha), **record})

@@ -11,6 +11,7 @@ import os
 import pathlib
 import shutil
 
+import keras
 import numpy as np
 import pytest
 
@@ -158,6 +159,10 @@ def test_general_valid_keeps_the_largest_alpha_that_keeps_enough(
         presets.load_backbone(tmp_path / f"merged-{record['alpha']}").get_weights()[0])
     assert (f"Merge: alpha {record['alpha']:g} keeps {record['merged_bleu']:.1f} BLEU of the "
             f"starting model's {start_bleu:.1f}") in err
+    # Both keep the run's loss for keras.saving.load_model.
+    for name in ("model.keras", presets.TUNED_MODEL_FILE):
+        loss = keras.saving.load_model(out / name).loss
+        assert type(loss).__name__ == "MaskedSparseCategoricalCrossentropy", name
 
 
 def test_lora_defaults_to_its_own_rate_and_the_feed_forward_layers(trained_run, domains, tmp_path,

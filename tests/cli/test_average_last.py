@@ -42,6 +42,10 @@ def test_the_run_ends_with_the_better_of_its_kept_epoch_and_their_mean(trained_r
     got = keras.models.load_model(run / "model.keras", compile=False).get_weights()
     for g, w in zip(got, want, strict=True):
         np.testing.assert_allclose(g, w, rtol=1e-6, atol=1e-7)
+    # Either way model.keras keeps the run's loss: a mean read back from
+    # model.keras and written uncompiled loaded without one.
+    loss = keras.saving.load_model(run / "model.keras").loss
+    assert type(loss).__name__ == "MaskedSparseCategoricalCrossentropy"
 
 
 class _Stop(Exception):

@@ -133,10 +133,13 @@ def test_replay_corpus_keeps_the_old_domain_at_the_replay_peak(trained_run, corp
     old_test, new_test = list(read_tsv(corpus["test"])), long_pairs(20, 32)
     before_old = mean_log_probability(run, old_test)
     before_new = mean_log_probability(run, new_test)
-    # Both learn the new domain (measured: -17.3 before, -13.7 and -13.6 after);
-    # replay keeps the old one (-6.4 before, -5.6 with replay, -6.6 alone).
-    assert mean_log_probability(replayed, new_test) > before_new + 2.0
-    assert mean_log_probability(alone, new_test) > before_new + 2.0
+    # Both learn the new domain (measured: -15.0 before, -13.5 with replay and
+    # -12.7 alone after); replay keeps the old one (-6.0 before, -5.5 with
+    # replay, -5.9 alone). The shared run's model is the mean of its two
+    # epochs, which knew both domains better than its second epoch did (-17.3
+    # and -6.4), so the margins are smaller than they were with that one.
+    assert mean_log_probability(replayed, new_test) > before_new + 1.0
+    assert mean_log_probability(alone, new_test) > before_new + 1.0
     replayed_old = mean_log_probability(replayed, old_test)
     assert replayed_old > before_old
-    assert replayed_old > mean_log_probability(alone, old_test) + 0.5
+    assert replayed_old > mean_log_probability(alone, old_test) + 0.25
