@@ -52,9 +52,11 @@ class Dropout(keras.layers.Dropout):
     """
 
     def call(self, inputs, training=False):
-        if not (training and self.rate > 0) or keras.backend.backend() != "tensorflow":
-            return super().call(inputs, training=training)
-        if not _in_xla_context():
+        drawn_by_xla = (
+            training and self.rate > 0
+            and keras.backend.backend() == "tensorflow" and _in_xla_context()
+        )
+        if not drawn_by_xla:
             return super().call(inputs, training=training)
         import tensorflow as tf  # only on the TensorFlow backend
 

@@ -715,9 +715,8 @@ def compiled_like(backbone, model):
     uncompiled; written so, `keras.saving.load_model` would hand a user a
     model without its loss.
     """
-    config = model.get_compile_config() if model.compiled else None
-    if config is not None:
-        backbone.compile_from_config(config)
+    if model.compiled:
+        backbone.compile_from_config(model.get_compile_config())
     return backbone
 
 
